@@ -1,0 +1,1 @@
+//! Local versus distributed: measures the same batch on several platforms, writes tables, CSV, JSON and charts

@@ -1,0 +1,1 @@
+//! A typed HTTP client for the mcq API

@@ -1,0 +1,127 @@
+//! What a pricing request is: the inputs of the original sample, plus the
+//! choices (method, variance reduction, seed) that a modern pricer needs.
+
+use serde::{Deserialize, Serialize};
+
+/// Default spot price of the original sample.
+pub const DEFAULT_INITIAL: f64 = 30.0;
+/// Default strike of the original sample.
+pub const DEFAULT_EXERCISE: f64 = 30.0;
+/// Default up factor of the original sample.
+pub const DEFAULT_UP: f64 = 1.4;
+/// Default down factor of the original sample.
+pub const DEFAULT_DOWN: f64 = 0.8;
+/// Default gross per-period interest factor of the original sample.
+pub const DEFAULT_INTEREST: f64 = 1.08;
+/// Default number of periods of the original sample.
+pub const DEFAULT_PERIODS: u32 = 20;
+/// Default number of Monte Carlo paths of the original sample.
+pub const DEFAULT_RUNS: u64 = 1_000_000;
+
+/// Call or put on the arithmetic average.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum OptionKind {
+    /// Pays `max(A - K, 0)`.
+    #[default]
+    Call,
+    /// Pays `max(K - A, 0)`.
+    Put,
+}
+
+/// How the price is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Monte Carlo simulation of `runs` paths (or until a target standard error).
+    #[default]
+    Mc,
+    /// Exact expectation over all 2^periods paths (meet in the middle).
+    Exact,
+}
+
+/// Variance reduction used by the Monte Carlo estimator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum VarianceReduction {
+    /// Plain average of discounted payoffs.
+    None,
+    /// Antithetic paths (each path paired with its mirror).
+    Antithetic,
+    /// Control variate: the arithmetic average itself, whose mean is known.
+    Arithmetic,
+    /// Control variate: the geometric-average option, priced exactly.
+    Geometric,
+    /// The kernel's recommended choice for these inputs.
+    #[default]
+    Auto,
+}
+
+/// One pricing request, as a user writes it. Field names are a public
+/// contract shared by `mcq price`, the HTTP API and the database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct Spec {
+    /// Spot price S0 (> 0).
+    pub initial: f64,
+    /// Strike K (>= 0).
+    pub exercise: f64,
+    /// Up factor u per period (> interest).
+    pub up: f64,
+    /// Down factor d per period (0 < down < interest).
+    pub down: f64,
+    /// Gross interest factor R per period, e.g. 1.08 (not a continuous rate).
+    pub interest: f64,
+    /// Number of periods n.
+    pub periods: u32,
+    /// Number of Monte Carlo paths; exclusive with `target_std_error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u64>,
+    /// Keep simulating until the standard error is at most this; exclusive with `runs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_std_error: Option<f64>,
+    /// Call (default) or put.
+    pub option: OptionKind,
+    /// `mc` (default) or `exact`.
+    pub method: Method,
+    /// Seed of the random streams; drawn and reported when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Variance reduction for `mc`.
+    pub variance_reduction: VarianceReduction,
+}
+
+impl Default for Spec {
+    /// The original sample: a 20-period at-the-money call, 1M paths.
+    fn default() -> Self {
+        Self {
+            initial: DEFAULT_INITIAL,
+            exercise: DEFAULT_EXERCISE,
+            up: DEFAULT_UP,
+            down: DEFAULT_DOWN,
+            interest: DEFAULT_INTEREST,
+            periods: DEFAULT_PERIODS,
+            runs: None,
+            target_std_error: None,
+            option: OptionKind::Call,
+            method: Method::Mc,
+            seed: None,
+            variance_reduction: VarianceReduction::Auto,
+        }
+    }
+}
+
+impl Spec {
+    /// Fills what a user may leave out: `runs` defaults to 1,000,000 when
+    /// neither `runs` nor `target_std_error` is given.
+    pub fn with_defaults(mut self) -> Self {
+        if self.runs.is_none() && self.target_std_error.is_none() {
+            self.runs = Some(DEFAULT_RUNS);
+        }
+        self
+    }
+}

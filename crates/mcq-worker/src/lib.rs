@@ -1,0 +1,1 @@
+//! Stateless mcq workers: claim tasks, run the kernel on rayon, renew leases, shut down gracefully

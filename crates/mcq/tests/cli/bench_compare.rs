@@ -1,0 +1,3 @@
+//! `mcq bench compare` end to end on a small configuration.
+
+use super::mcq;

@@ -1,0 +1,20 @@
+//! Tests of the `mcq` binary's command line, run as a real process.
+
+use std::process::Command;
+
+pub(crate) fn mcq() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mcq"))
+}
+
+#[test]
+fn help_lists_every_subcommand() {
+    let out = mcq().arg("--help").output().expect("run mcq --help");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for sub in ["price", "serve", "worker", "migrate", "submit", "status", "demo", "bench"] {
+        assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
+    }
+}
+
+mod bench_compare;
+mod price;

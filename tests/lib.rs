@@ -1,0 +1,2 @@
+//! Shared plumbing of the end-to-end tests: finding the `mcq` binary and
+//! running it as a child process that is killed when dropped.
