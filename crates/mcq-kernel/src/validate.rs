@@ -1,83 +1,127 @@
-//! Checks a [`Spec`] once and precomputes what the estimators need.
+//! Checks a [`Spec`] once, collecting every problem, and builds the
+//! [`ValidSpec`] the estimators run on.
 
-use std::ops::Range;
-use std::sync::atomic::AtomicBool;
+use crate::error::SpecError;
+use crate::exact::MAX_EXACT_PERIODS;
+use crate::geometric::MAX_GEOMETRIC_PERIODS;
+use crate::model::powi;
+use crate::pricing::ValidSpec;
+use crate::spec::{Method, Spec, VarianceReduction};
 
-use crate::{Partial, PriceResult, Spec};
-
-/// Paths in one chunk: the fixed unit of the random streams. Part of the
-/// reproducibility contract — changing it changes every seeded result.
-pub const CHUNK_PATHS: u64 = 1 << 16;
-
-/// A spec that passed validation, with the model's derived quantities.
-#[derive(Debug, Clone)]
-pub struct ValidSpec {
-    spec: Spec,
-}
-
-/// One problem with a spec; `field()` names the offending spec field.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SpecError {
-    /// Placeholder until the kernel owner writes the real variants.
-    #[error("{field}: {message}")]
-    Invalid {
-        /// Field name as in the JSON spec.
-        field: &'static str,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-}
-
-impl SpecError {
-    /// The spec field (JSON name) this error is about.
-    pub fn field(&self) -> &'static str {
-        match self {
-            SpecError::Invalid { field, .. } => field,
-        }
-    }
-}
-
-/// The computation was stopped through its cancel flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("cancelled")]
-pub struct Cancelled;
+/// Most periods a spec may have. Paths cost O(periods) each and the
+/// geometric control's table grows with periods², so we stop here.
+pub const MAX_PERIODS: u32 = 1000;
+/// Most paths one request may simulate, with `runs` or in
+/// target-standard-error mode (about 100 s of one core at 20 periods).
+pub const MAX_RUNS: u64 = 10_000_000_000;
+/// Fewest paths: a standard error needs two samples (antithetic: two pairs).
+pub const MIN_RUNS: u64 = 2;
+/// Largest path value (spot scaled to 1) and strike ratio accepted: squares
+/// of path sums over a chunk must stay far from overflow.
+pub const MAX_PATH_VALUE: f64 = 1e100;
 
 impl Spec {
     /// Validates every field; returns all problems found, not just the first.
+    /// A missing seed is drawn here and kept in [`ValidSpec::spec`].
     pub fn validate(&self) -> Result<ValidSpec, Vec<SpecError>> {
-        todo!("kernel")
+        let mut errors = Vec::new();
+        let numbers = [
+            ("initial", self.initial),
+            ("exercise", self.exercise),
+            ("up", self.up),
+            ("down", self.down),
+            ("interest", self.interest),
+        ];
+        for (field, value) in numbers {
+            if !value.is_finite() {
+                errors.push(SpecError::NotFinite { field, value });
+            }
+        }
+        let finite = errors.is_empty();
+        check_model(self, finite, &mut errors);
+        check_size(self, &mut errors);
+        if finite && errors.is_empty() {
+            check_magnitudes(self, &mut errors);
+        }
+        if errors.is_empty() { Ok(ValidSpec::new(self)) } else { Err(errors) }
     }
 }
 
-impl ValidSpec {
-    /// The spec (with the seed, once drawn).
-    pub fn spec(&self) -> &Spec {
-        &self.spec
+fn check_model(spec: &Spec, finite: bool, errors: &mut Vec<SpecError>) {
+    // Comparisons with NaN are false, so each check only fires on numbers.
+    if spec.initial <= 0.0 {
+        errors.push(SpecError::InitialNotPositive(spec.initial));
     }
-
-    /// Number of chunks of a fixed-`runs` Monte Carlo spec (`None` for
-    /// `exact` and target-standard-error specs, which run as one unit).
-    pub fn chunk_count(&self) -> Option<u64> {
-        todo!("kernel")
+    if spec.exercise < 0.0 {
+        errors.push(SpecError::ExerciseNegative(spec.exercise));
     }
-
-    /// Simulates chunks `chunks` on the calling thread, checking `cancel`
-    /// between chunks.
-    pub fn run_chunks(&self, chunks: Range<u64>, cancel: &AtomicBool) -> Result<Partial, Cancelled> {
-        let _ = (chunks, cancel);
-        todo!("kernel")
+    if spec.down <= 0.0 {
+        errors.push(SpecError::DownNotPositive(spec.down));
     }
-
-    /// Turns the merged partial of all chunks into a result.
-    pub fn finish(&self, partial: &Partial, elapsed_ms: f64) -> PriceResult {
-        let _ = (partial, elapsed_ms);
-        todo!("kernel")
+    if finite && spec.down >= spec.interest {
+        errors.push(SpecError::DownNotBelowInterest { down: spec.down, interest: spec.interest });
     }
+    if finite && spec.up <= spec.interest {
+        errors.push(SpecError::UpNotAboveInterest { up: spec.up, interest: spec.interest });
+    }
+}
 
-    /// Prices the whole spec in this process on the current rayon pool
-    /// (all methods and modes), checking `cancel` between chunks.
-    pub fn price(&self, cancel: &AtomicBool) -> Result<PriceResult, Cancelled> {
-        let _ = cancel;
-        todo!("kernel")
+fn check_size(spec: &Spec, errors: &mut Vec<SpecError>) {
+    let n = spec.periods;
+    if n == 0 {
+        errors.push(SpecError::PeriodsZero);
+    } else if n > MAX_PERIODS {
+        errors.push(SpecError::PeriodsTooMany(n));
+    } else if spec.method == Method::Exact && n > MAX_EXACT_PERIODS {
+        errors.push(SpecError::ExactTooManyPeriods(n));
+    } else if spec.method == Method::Mc
+        && spec.variance_reduction == VarianceReduction::Geometric
+        && n > MAX_GEOMETRIC_PERIODS
+    {
+        errors.push(SpecError::GeometricTooManyPeriods(n));
+    }
+    match (spec.runs, spec.target_std_error) {
+        (Some(_), Some(_)) => errors.push(SpecError::RunsAndTarget),
+        (None, None) if spec.method == Method::Mc => errors.push(SpecError::NoRunsOrTarget),
+        _ => {}
+    }
+    if let Some(runs) = spec.runs {
+        let min = if spec.variance_reduction == VarianceReduction::Antithetic { 2 * MIN_RUNS } else { MIN_RUNS };
+        if runs < min {
+            errors.push(SpecError::RunsTooFew { min, got: runs });
+        } else if runs > MAX_RUNS {
+            errors.push(SpecError::RunsTooMany(runs));
+        }
+    }
+    if let Some(target) = spec.target_std_error
+        && !(target.is_finite() && target > 0.0)
+    {
+        errors.push(SpecError::TargetNotPositive(target));
+    }
+}
+
+/// Bounds that keep every path value, square and price finite. Runs only on
+/// an otherwise valid model (finite numbers, 0 < d < R < u, periods in range).
+fn check_magnitudes(spec: &Spec, errors: &mut Vec<SpecError>) {
+    let n = spec.periods;
+    let top = powi(spec.up, n);
+    if top > MAX_PATH_VALUE {
+        errors.push(SpecError::UpPowerTooLarge(top));
+    }
+    let growth = powi(spec.interest, n);
+    if growth < 1.0 / MAX_PATH_VALUE {
+        errors.push(SpecError::DiscountTooLarge(growth));
+    }
+    let ratio = spec.exercise / spec.initial;
+    if !(ratio <= MAX_PATH_VALUE) {
+        errors.push(SpecError::StrikeRatioTooLarge(ratio));
+    }
+    if errors.is_empty() {
+        // Largest payoff in price units, with room for squares of
+        // sums over a chunk to be formed in normalised units.
+        let bound = spec.initial * top.max(1.0).max(ratio) * f64::from(n + 1) / growth.min(1.0);
+        if !(bound <= 1e290) {
+            errors.push(SpecError::PriceOverflow(bound));
+        }
     }
 }

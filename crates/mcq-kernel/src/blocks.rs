@@ -1,0 +1,173 @@
+//! Sampling several steps at once. A block of `m` steps moves the state
+//! (spot S, running sum Σ) by an affine map chosen among 2^m patterns:
+//! S ← S·g and Σ ← Σ + S·h, where g is the product of the step factors and
+//! h the sum of their running products. A pattern is drawn with Walker's
+//! alias method from one 64-bit random number: the top `m` bits pick a
+//! column, the low 32 bits decide between the column's own pattern and its
+//! alias. So a 20-step path costs two random numbers instead of twenty
+//! branches, and the probabilities keep 32 bits of resolution (bias ~1e-9).
+
+use crate::model::{Model, powi};
+
+/// Largest block: 2^10 patterns keep a table (24 KiB) inside L1.
+pub(crate) const MAX_BLOCK_STEPS: u32 = 10;
+const SLOTS: usize = 1 << MAX_BLOCK_STEPS;
+
+/// The affine map of one pattern, and its up-move counts for the
+/// geometric average.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Pattern {
+    /// Product of the step factors: S ← S·growth.
+    pub(crate) growth: f64,
+    /// Sum of the running products: Σ ← Σ + S·gain.
+    pub(crate) gain: f64,
+}
+
+/// One alias-table column: keep `own` when the 32-bit draw is below
+/// `threshold`, else take `alias`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Column {
+    threshold: u32,
+    own: u16,
+    alias: u16,
+}
+
+/// The alias table of one block length.
+#[derive(Debug, Clone)]
+pub(crate) struct BlockTable {
+    /// Steps per block.
+    pub(crate) steps: u32,
+    shift: u32,
+    columns: Box<[Column; SLOTS]>,
+    /// Affine maps, indexed by pattern (bit j set = step j + 1 goes up).
+    pub(crate) patterns: Box<[Pattern; SLOTS]>,
+    /// Per pattern: up moves `k` in the low 16 bits and the position-
+    /// weighted count Σ_j x_j (m − j + 1) in the high 16 bits, from which
+    /// the geometric average's exponent is accumulated in integers.
+    pub(crate) ups: Box<[u32; SLOTS]>,
+}
+
+impl BlockTable {
+    /// The table of blocks of `steps` steps (1 ..= MAX_BLOCK_STEPS).
+    pub(crate) fn new(model: &Model, steps: u32) -> Self {
+        debug_assert!((1..=MAX_BLOCK_STEPS).contains(&steps));
+        let count = 1usize << steps;
+        let (p, q) = (model.p, 1.0 - model.p);
+        let mut patterns = Box::new([Pattern::default(); SLOTS]);
+        let mut ups = Box::new([0u32; SLOTS]);
+        let mut probability = vec![0.0; count];
+        for pattern in 0..count {
+            let (mut s, mut gain, mut k, mut weighted) = (1.0, 0.0, 0u32, 0u32);
+            for j in 0..steps {
+                let up = pattern >> j & 1 == 1;
+                s *= if up { model.up } else { model.down };
+                gain += s;
+                if up {
+                    k += 1;
+                    weighted += steps - j;
+                }
+            }
+            patterns[pattern] = Pattern { growth: s, gain };
+            ups[pattern] = k | weighted << 16;
+            probability[pattern] = powi(p, k) * powi(q, steps - k);
+        }
+        Self { steps, shift: 64 - steps, columns: alias_columns(&probability), patterns, ups }
+    }
+
+    /// The pattern drawn by the 64 random bits `r`.
+    #[inline(always)]
+    pub(crate) fn draw(&self, r: u64) -> usize {
+        let column = self.columns[(r >> self.shift) as usize & (SLOTS - 1)];
+        let pick = if (r as u32) < column.threshold { column.own } else { column.alias };
+        usize::from(pick) & (SLOTS - 1)
+    }
+}
+
+/// Vose's construction of the alias columns; only basic float operations,
+/// in a fixed order, so every machine builds the same table.
+fn alias_columns(probability: &[f64]) -> Box<[Column; SLOTS]> {
+    let count = probability.len();
+    let total: f64 = probability.iter().sum();
+    let mut scaled: Vec<f64> = probability.iter().map(|x| x / total * count as f64).collect();
+    let mut columns = Box::new([Column::default(); SLOTS]);
+    let (mut small, mut large): (Vec<usize>, Vec<usize>) = (0..count).partition(|&i| scaled[i] < 1.0);
+    while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
+        small.pop();
+        columns[s] = Column { threshold: threshold(scaled[s]), own: s as u16, alias: l as u16 };
+        scaled[l] = (scaled[l] + scaled[s]) - 1.0;
+        if scaled[l] < 1.0 {
+            large.pop();
+            small.push(l);
+        }
+    }
+    // What remains has probability one up to rounding.
+    for i in small.into_iter().chain(large) {
+        columns[i] = Column { threshold: u32::MAX, own: i as u16, alias: i as u16 };
+    }
+    columns
+}
+
+fn threshold(probability: f64) -> u32 {
+    let scaled = (probability * 4_294_967_296.0).round();
+    if scaled >= 4_294_967_295.0 { u32::MAX } else { scaled.max(0.0) as u32 }
+}
+
+/// How a path of `n` steps is cut into blocks: `long_count` blocks of
+/// `long.steps` steps, then `short_count` blocks of one step fewer.
+#[derive(Debug, Clone)]
+pub(crate) struct BlockPlan {
+    pub(crate) long: BlockTable,
+    pub(crate) long_count: u32,
+    pub(crate) short: Option<BlockTable>,
+    pub(crate) short_count: u32,
+}
+
+impl BlockPlan {
+    /// Cuts `model.periods` steps into the fewest blocks of near-equal size.
+    pub(crate) fn new(model: &Model) -> Self {
+        let n = model.periods;
+        let blocks = n.div_ceil(MAX_BLOCK_STEPS);
+        let long_steps = n.div_ceil(blocks);
+        let short_count = blocks * long_steps - n;
+        let long_count = blocks - short_count;
+        let short = (short_count > 0).then(|| BlockTable::new(model, long_steps - 1));
+        Self { long: BlockTable::new(model, long_steps), long_count, short, short_count }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Spec;
+
+    #[test]
+    fn alias_table_reproduces_the_pattern_probabilities() {
+        let model = Model::new(&Spec { periods: 3, ..Spec::default() });
+        let table = BlockTable::new(&model, 3);
+        // Every (column, 32-bit draw) pair, weighted exactly.
+        let mut mass = [0.0f64; 8];
+        for column in 0..8u64 {
+            let c = table.columns[column as usize];
+            let below = f64::from(c.threshold) / 4_294_967_296.0;
+            mass[usize::from(c.own)] += below / 8.0;
+            mass[usize::from(c.alias)] += (1.0 - below) / 8.0;
+            assert_eq!(table.draw(column << 61), usize::from(c.own));
+        }
+        for (pattern, m) in mass.iter().enumerate() {
+            let k = (pattern as u32).count_ones();
+            let want = model.p.powi(k as i32) * (1.0 - model.p).powi(3 - k as i32);
+            assert!((m - want).abs() < 1e-9, "pattern {pattern}: {m} vs {want}");
+        }
+    }
+
+    #[test]
+    fn plans_cover_every_step() {
+        for n in 1..=100 {
+            let model = Model::new(&Spec { periods: n, ..Spec::default() });
+            let plan = BlockPlan::new(&model);
+            let short_steps = plan.short.as_ref().map_or(0, |t| t.steps);
+            assert_eq!(plan.long_count * plan.long.steps + plan.short_count * short_steps, n, "n = {n}");
+            assert!(plan.long.steps <= MAX_BLOCK_STEPS);
+        }
+    }
+}

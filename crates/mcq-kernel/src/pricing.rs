@@ -1,0 +1,273 @@
+//! A validated spec and the ways to price it: chunk by chunk (for the
+//! service), or all at once on the current rayon pool.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::blocks::BlockPlan;
+use crate::error::Cancelled;
+use crate::estimate::{self, Estimate};
+use crate::exact;
+use crate::geometric::{GeometricControl, MAX_GEOMETRIC_PERIODS};
+use crate::model::Model;
+use crate::rng::{Stream, fresh_seed};
+use crate::simulate::{antithetic_pairs, block_paths};
+use crate::spec::{Method, Spec, VarianceReduction};
+use crate::validate::MAX_RUNS;
+use crate::{Partial, PriceResult};
+
+/// Paths in one chunk: the fixed unit of the random streams. Part of the
+/// reproducibility contract — changing it changes every seeded result.
+pub const CHUNK_PATHS: u64 = 1 << 16;
+
+/// Chunks of the first round in target-standard-error mode.
+const FIRST_ROUND_CHUNKS: u64 = 4;
+
+/// z such that P(|N(0,1)| < z) = 0.95.
+const Z95: f64 = 1.959_963_984_540_054;
+
+/// What the Monte Carlo loop computes per path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sampler {
+    Plain,
+    Antithetic,
+    Arithmetic,
+    Geometric,
+    /// Both controls; the better one is chosen from the same paths.
+    Both,
+}
+
+/// A spec that passed validation, with the model's derived quantities.
+/// Cheap to clone: the tables are shared.
+#[derive(Debug, Clone)]
+pub struct ValidSpec {
+    spec: Spec,
+    model: Model,
+    sampler: Sampler,
+    plan: Arc<BlockPlan>,
+    geometric: Option<Arc<GeometricControl>>,
+    geometric_mean: Arc<OnceLock<f64>>,
+}
+
+impl ValidSpec {
+    /// Builds the tables of a spec that passed every check.
+    pub(crate) fn new(spec: &Spec) -> Self {
+        let mut spec = spec.clone();
+        let model = Model::new(&spec);
+        let exact = spec.method == Method::Exact;
+        if exact {
+            spec.seed = None;
+        } else if spec.seed.is_none() {
+            spec.seed = Some(fresh_seed());
+        }
+        let sampler = match spec.variance_reduction {
+            VarianceReduction::None => Sampler::Plain,
+            VarianceReduction::Antithetic => Sampler::Antithetic,
+            VarianceReduction::Arithmetic => Sampler::Arithmetic,
+            VarianceReduction::Geometric => Sampler::Geometric,
+            VarianceReduction::Auto if spec.periods <= MAX_GEOMETRIC_PERIODS => Sampler::Both,
+            VarianceReduction::Auto => Sampler::Arithmetic,
+        };
+        let needs_geometric = !exact && matches!(sampler, Sampler::Geometric | Sampler::Both);
+        Self {
+            plan: Arc::new(BlockPlan::new(&model)),
+            geometric: needs_geometric.then(|| Arc::new(GeometricControl::new(&model))),
+            geometric_mean: Arc::new(OnceLock::new()),
+            spec,
+            model,
+            sampler,
+        }
+    }
+
+    /// The spec (with the seed, once drawn).
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// Number of chunks of a fixed-`runs` Monte Carlo spec (`None` for
+    /// `exact` and target-standard-error specs, which run as one unit).
+    pub fn chunk_count(&self) -> Option<u64> {
+        match (self.spec.method, self.spec.runs) {
+            (Method::Mc, Some(runs)) if self.spec.target_std_error.is_none() => {
+                Some(runs.div_ceil(CHUNK_PATHS))
+            }
+            _ => None,
+        }
+    }
+
+    /// Paths of chunk `chunk`: full chunks, the last one shorter, none past
+    /// the end. Target-standard-error specs use full chunks only.
+    fn chunk_paths(&self, chunk: u64) -> u64 {
+        match self.chunk_count() {
+            Some(_) => {
+                let runs = self.spec.runs.unwrap_or(0);
+                runs.saturating_sub(chunk.saturating_mul(CHUNK_PATHS)).min(CHUNK_PATHS)
+            }
+            None if self.spec.method == Method::Mc => CHUNK_PATHS,
+            None => 0,
+        }
+    }
+
+    fn run_chunk(&self, chunk: u64) -> Partial {
+        let paths = self.chunk_paths(chunk);
+        if paths == 0 {
+            return Partial::default();
+        }
+        let stream = Stream::new(self.spec.seed.unwrap_or(0), chunk);
+        let (model, plan) = (&self.model, &*self.plan);
+        let geo = self.geometric.as_deref().map_or(&[][..], |g| &g.payoff[..]);
+        let sums = match self.sampler {
+            Sampler::Antithetic => {
+                let pairs = paths.div_ceil(2);
+                return Partial::from_chunk(2 * pairs, pairs, &antithetic_pairs(model, stream, pairs));
+            }
+            Sampler::Plain => block_paths::<false, false>(model, plan, geo, stream, paths),
+            Sampler::Arithmetic => block_paths::<true, false>(model, plan, geo, stream, paths),
+            Sampler::Geometric => block_paths::<false, true>(model, plan, geo, stream, paths),
+            Sampler::Both => block_paths::<true, true>(model, plan, geo, stream, paths),
+        };
+        Partial::from_chunk(paths, paths, &sums)
+    }
+
+    /// Simulates chunks `chunks` on the calling thread, checking `cancel`
+    /// between chunks. Chunks past the end of a fixed-`runs` spec, and any
+    /// chunk of an `exact` spec, contribute nothing.
+    pub fn run_chunks(&self, chunks: Range<u64>, cancel: &AtomicBool) -> Result<Partial, Cancelled> {
+        let mut total = Partial::default();
+        for chunk in chunks {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(Cancelled);
+            }
+            total.merge(&self.run_chunk(chunk));
+        }
+        Ok(total)
+    }
+
+    /// Chunks `chunks` spread over the current rayon pool. The merge is
+    /// exact, so the grouping rayon picks does not change a bit.
+    fn run_parallel(&self, chunks: Range<u64>, cancel: &AtomicBool) -> Result<Partial, Cancelled> {
+        chunks
+            .into_par_iter()
+            .map(|chunk| self.run_chunks(chunk..chunk + 1, cancel))
+            .try_reduce(Partial::default, |mut a, b| {
+                a.merge(&b);
+                Ok(a)
+            })
+    }
+
+    fn estimate(&self, partial: &Partial) -> Estimate {
+        let moments = partial.moments();
+        match self.sampler {
+            Sampler::Plain => estimate::plain(&moments),
+            Sampler::Antithetic => estimate::antithetic(&moments),
+            Sampler::Arithmetic => estimate::control(&moments, VarianceReduction::Arithmetic, 0.0),
+            Sampler::Geometric => {
+                estimate::control(&moments, VarianceReduction::Geometric, self.geometric_mean())
+            }
+            Sampler::Both => estimate::best_control(&moments, Some(self.geometric_mean())),
+        }
+    }
+
+    fn geometric_mean(&self) -> f64 {
+        *self.geometric_mean.get_or_init(|| self.geometric.as_ref().map_or(0.0, |g| g.mean(&self.model)))
+    }
+
+    fn result(&self, partial: &Partial, estimate: &Estimate, elapsed_ms: f64, max_paths_reached: bool) -> PriceResult {
+        let price = self.model.scale * estimate.mean;
+        let std_error = self.model.scale * estimate.variance.sqrt();
+        PriceResult {
+            price,
+            std_error,
+            ci95: [price - Z95 * std_error, price + Z95 * std_error],
+            paths: partial.paths,
+            seed: self.spec.seed,
+            method: Method::Mc,
+            option: self.spec.option,
+            variance_reduction: estimate.used,
+            variance_reduction_factor: Some(estimate.factor),
+            max_paths_reached,
+            elapsed_ms,
+        }
+    }
+
+    fn exact_result(&self, started: Instant) -> PriceResult {
+        let price = self.model.scale * exact::meet_in_the_middle(&self.model);
+        PriceResult {
+            price,
+            std_error: 0.0,
+            ci95: [price, price],
+            paths: 1u64 << self.spec.periods.min(63),
+            seed: None,
+            method: Method::Exact,
+            option: self.spec.option,
+            variance_reduction: VarianceReduction::None,
+            variance_reduction_factor: None,
+            max_paths_reached: false,
+            elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+        }
+    }
+
+    /// Turns the merged partial of all chunks into a result. For an `exact`
+    /// spec the partial is ignored and the exact price computed.
+    pub fn finish(&self, partial: &Partial, elapsed_ms: f64) -> PriceResult {
+        if self.spec.method == Method::Exact {
+            let mut result = self.exact_result(Instant::now());
+            result.elapsed_ms += elapsed_ms;
+            return result;
+        }
+        let max_reached = self.chunk_count().is_none() && partial.paths >= max_tolerance_chunks() * CHUNK_PATHS;
+        self.result(partial, &self.estimate(partial), elapsed_ms, max_reached)
+    }
+
+    /// Prices the whole spec in this process on the current rayon pool
+    /// (all methods and modes), checking `cancel` between chunks.
+    pub fn price(&self, cancel: &AtomicBool) -> Result<PriceResult, Cancelled> {
+        let started = Instant::now();
+        if self.spec.method == Method::Exact {
+            return Ok(self.exact_result(started));
+        }
+        let elapsed = || started.elapsed().as_secs_f64() * 1e3;
+        if let Some(chunks) = self.chunk_count() {
+            let partial = self.run_parallel(0..chunks, cancel)?;
+            return Ok(self.result(&partial, &self.estimate(&partial), elapsed(), false));
+        }
+        self.price_to_target(cancel, started)
+    }
+
+    /// Target-standard-error mode: rounds of chunks 0..c1, c1..c2, … where
+    /// each next total is projected from the standard error so far (at least
+    /// 1.25× and at most 16× the chunks done). The projection depends only
+    /// on the sums, so a seed always gives the same rounds and result.
+    fn price_to_target(&self, cancel: &AtomicBool, started: Instant) -> Result<PriceResult, Cancelled> {
+        let target = self.spec.target_std_error.unwrap_or(f64::INFINITY);
+        let max_chunks = max_tolerance_chunks();
+        let mut partial = Partial::default();
+        let (mut done, mut next) = (0u64, FIRST_ROUND_CHUNKS.min(max_chunks));
+        loop {
+            partial.merge(&self.run_parallel(done..next, cancel)?);
+            done = next;
+            let estimate = self.estimate(&partial);
+            let std_error = self.model.scale * estimate.variance.sqrt();
+            let elapsed = started.elapsed().as_secs_f64() * 1e3;
+            if std_error <= target {
+                return Ok(self.result(&partial, &estimate, elapsed, false));
+            }
+            if done >= max_chunks {
+                return Ok(self.result(&partial, &estimate, elapsed, true));
+            }
+            let ratio = std_error / target;
+            // An f64 → u64 cast saturates, so a huge projection is safe.
+            let wanted = (done as f64 * ratio * ratio * 1.1).ceil() as u64;
+            next = wanted.clamp(done + done.div_ceil(4), done.saturating_mul(16)).min(max_chunks);
+        }
+    }
+}
+
+/// Chunks target-standard-error mode may run: at most [`MAX_RUNS`] paths.
+fn max_tolerance_chunks() -> u64 {
+    MAX_RUNS / CHUNK_PATHS
+}
