@@ -1,0 +1,52 @@
+//! Probes and the API description: `/healthz`, `/readyz`, `/openapi.json`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use mcq_client::{Health, Problem};
+
+use crate::AppState;
+use crate::problem::ApiError;
+
+/// The process is up (no database round trip).
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    responses((status = 200, description = "The process answers", body = Health))
+)]
+pub(crate) async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok".into() })
+}
+
+/// The database answers.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "The database answers", body = Health),
+        (status = 503, description = "The database is unreachable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    match state.store.ping().await {
+        Ok(()) => Ok(Json(Health { status: "ready".into() })),
+        Err(err) => {
+            tracing::warn!(error = %err, "readiness check failed");
+            Err(ApiError::Unavailable)
+        }
+    }
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json", body = Object))
+)]
+pub(crate) async fn openapi_json() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], crate::openapi::document_json())
+}

@@ -1,0 +1,171 @@
+//! The one error type of the API and its RFC 9457 rendering. Every handler,
+//! extractor, fallback and middleware answers errors through [`ApiError`],
+//! so clients see a single envelope with a stable `type`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcq_client::{FieldProblem, Problem};
+use mcq_queue::StoreError;
+
+/// Media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Everything a request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not JSON, or not JSON of the expected shape (400).
+    #[error("{detail}")]
+    Malformed {
+        /// What the decoder refused.
+        detail: String,
+        /// Where, when the decoder knows.
+        errors: Vec<FieldProblem>,
+    },
+    /// A header or query parameter is not acceptable (400).
+    #[error("{0}")]
+    BadParameter(String),
+    /// The body is not declared as JSON (415).
+    #[error("expected a JSON body with Content-Type: application/json")]
+    UnsupportedMediaType,
+    /// The body exceeds the size limit (413).
+    #[error("the request body exceeds the limit of {limit} bytes")]
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A batch with more jobs than allowed (413).
+    #[error("a batch may hold at most {limit} jobs (got {got}); split it")]
+    TooManyJobs {
+        /// The configured maximum.
+        limit: usize,
+        /// Jobs in the request.
+        got: usize,
+    },
+    /// Well-formed specs with invalid values (422).
+    #[error("{detail}")]
+    InvalidSpec {
+        /// Summary.
+        detail: String,
+        /// Each bad value by JSON pointer.
+        errors: Vec<FieldProblem>,
+    },
+    /// No job or batch with this id, or the id is not a UUID (404).
+    #[error("no {what} with id {id}")]
+    NotFound {
+        /// `job` or `batch`.
+        what: &'static str,
+        /// The id as given.
+        id: String,
+    },
+    /// No route for this path (404).
+    #[error("no endpoint at {0}; see /openapi.json")]
+    NoRoute(String),
+    /// The route exists but not with this method (405).
+    #[error("method not allowed on this endpoint; see /openapi.json")]
+    MethodNotAllowed,
+    /// The idempotency key was used with a different request (409).
+    #[error("the Idempotency-Key was already used with a different request")]
+    IdempotencyConflict,
+    /// The request took longer than the server allows (503).
+    #[error("the request timed out; try again")]
+    Timeout,
+    /// The database cannot be reached (503).
+    #[error("the database is unavailable; try again later")]
+    Unavailable,
+    /// A bug or a database error that is not the client's fault (500).
+    #[error("internal error")]
+    Internal,
+}
+
+impl ApiError {
+    /// HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Malformed { .. } | ApiError::BadParameter(_) => StatusCode::BAD_REQUEST,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::BodyTooLarge { .. } | ApiError::TooManyJobs { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::InvalidSpec { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::NotFound { .. } | ApiError::NoRoute(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::IdempotencyConflict => StatusCode::CONFLICT,
+            ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Stable problem type (a relative URI) and its title.
+    pub fn kind(&self) -> (&'static str, &'static str) {
+        match self {
+            ApiError::Malformed { .. } => ("/problems/malformed-request", "Malformed request body"),
+            ApiError::BadParameter(_) => ("/problems/bad-parameter", "Bad header or query parameter"),
+            ApiError::UnsupportedMediaType => ("/problems/unsupported-media-type", "Unsupported media type"),
+            ApiError::BodyTooLarge { .. } => ("/problems/body-too-large", "Request body too large"),
+            ApiError::TooManyJobs { .. } => ("/problems/batch-too-large", "Batch too large"),
+            ApiError::InvalidSpec { .. } => ("/problems/invalid-spec", "Invalid pricing spec"),
+            ApiError::NotFound { .. } => ("/problems/not-found", "Not found"),
+            ApiError::NoRoute(_) => ("/problems/no-route", "No such endpoint"),
+            ApiError::MethodNotAllowed => ("/problems/method-not-allowed", "Method not allowed"),
+            ApiError::IdempotencyConflict => ("/problems/idempotency-conflict", "Idempotency key conflict"),
+            ApiError::Timeout => ("/problems/timeout", "Request timed out"),
+            ApiError::Unavailable => ("/problems/unavailable", "Service unavailable"),
+            ApiError::Internal => ("/problems/internal", "Internal server error"),
+        }
+    }
+
+    /// The problem document this error renders as.
+    pub fn problem(&self) -> Problem {
+        let (kind, title) = self.kind();
+        let errors = match self {
+            ApiError::Malformed { errors, .. } | ApiError::InvalidSpec { errors, .. } => errors.clone(),
+            _ => Vec::new(),
+        };
+        Problem {
+            kind: kind.to_owned(),
+            title: title.to_owned(),
+            status: self.status().as_u16(),
+            detail: self.to_string(),
+            errors,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    /// The boundary where storage errors are logged, once, and made opaque.
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::IdempotencyConflict => ApiError::IdempotencyConflict,
+            StoreError::Database(db) if is_unreachable(&db) => {
+                tracing::warn!(error = %db, "database unreachable");
+                ApiError::Unavailable
+            }
+            other => {
+                tracing::error!(error = %other, "storage error");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+/// Errors that mean "the database is not there right now", as opposed to
+/// a query it refused.
+fn is_unreachable(err: &sqlx::Error) -> bool {
+    matches!(
+        err,
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
+    ) || err
+        .as_database_error()
+        .and_then(|db| db.code())
+        // PostgreSQL: 57P01-03 admin shutdown / crash / cannot connect now; 08xxx connection errors.
+        .is_some_and(|code| code.starts_with("57P0") || code.starts_with("08"))
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let mut response = (self.status(), body).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        response
+    }
+}

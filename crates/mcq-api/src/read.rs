@@ -1,0 +1,171 @@
+//! Reading and cancelling: jobs, batches, a batch's jobs by cursor, workers.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use mcq_client::{BatchCancelled, JobCancelled, JobPage, Problem, WorkerList};
+use mcq_queue::{BatchView, JobView};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::extract::parse_id;
+use crate::problem::ApiError;
+
+/// Jobs per page when `limit` is not given.
+const DEFAULT_PAGE: u32 = 100;
+/// Most jobs per page.
+pub(crate) const MAX_PAGE: u32 = 1000;
+
+/// One job with its result and timings.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    tag = "jobs",
+    params(("id" = uuid::Uuid, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = 404, description = "No such job (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn get_job(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Json<JobView>, ApiError> {
+    let id = parse_id(&raw, "job")?;
+    let view = state.store.job(id).await?.ok_or(ApiError::NotFound { what: "job", id: raw })?;
+    Ok(Json(view))
+}
+
+/// Counts, aggregate statistics and timings of a batch, read in one query.
+#[utoipa::path(
+    get,
+    path = "/v1/batches/{id}",
+    tag = "batches",
+    params(("id" = uuid::Uuid, Path, description = "Batch id")),
+    responses(
+        (status = 200, description = "The batch", body = BatchView),
+        (status = 404, description = "No such batch (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn get_batch(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Json<BatchView>, ApiError> {
+    let id = parse_id(&raw, "batch")?;
+    let view = state.store.batch(id).await?.ok_or(ApiError::NotFound { what: "batch", id: raw })?;
+    Ok(Json(view))
+}
+
+/// Query of `GET /v1/batches/{id}/jobs`; strings so that bad values get our
+/// own error rather than the extractor's.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PageQuery {
+    after: Option<String>,
+    limit: Option<String>,
+}
+
+/// A page of a batch's jobs in submission order.
+#[utoipa::path(
+    get,
+    path = "/v1/batches/{id}/jobs",
+    tag = "batches",
+    params(
+        ("id" = uuid::Uuid, Path, description = "Batch id"),
+        ("after" = Option<uuid::Uuid>, Query, description = "Cursor: the `next` of the previous page"),
+        ("limit" = Option<u32>, Query, description = "Jobs per page, 1 to 1000 (default 100)"),
+    ),
+    responses(
+        (status = 200, description = "A page of jobs; `next` is absent on the last page", body = JobPage),
+        (status = 400, description = "Bad `after` or `limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such batch (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn batch_jobs(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Json<JobPage>, ApiError> {
+    let id = parse_id(&raw, "batch")?;
+    let Query(query) = query.map_err(|err| ApiError::BadParameter(err.body_text()))?;
+    let after = match query.after.as_deref() {
+        None | Some("") => None,
+        Some(after) => Some(
+            uuid::Uuid::parse_str(after)
+                .map_err(|_| ApiError::BadParameter("after must be a job id (UUID) from a previous page".into()))?,
+        ),
+    };
+    let limit = match query.limit.as_deref() {
+        None | Some("") => DEFAULT_PAGE,
+        Some(limit) => limit
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| ApiError::BadParameter(format!("limit must be an integer from 1 to {MAX_PAGE}")))?,
+    };
+    // One extra row tells whether another page follows without a second query.
+    let mut jobs =
+        state.store.batch_jobs(id, after, limit + 1).await?.ok_or(ApiError::NotFound { what: "batch", id: raw })?;
+    let next = if jobs.len() > limit as usize {
+        jobs.truncate(limit as usize);
+        jobs.last().map(|job| job.id)
+    } else {
+        None
+    };
+    Ok(Json(JobPage { jobs, next }))
+}
+
+/// Cancels a job that has not finished.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/cancel",
+    tag = "jobs",
+    params(("id" = uuid::Uuid, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job's state afterwards (a finished job keeps its state)", body = JobCancelled),
+        (status = 404, description = "No such job (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn cancel_job(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Json<JobCancelled>, ApiError> {
+    let id = parse_id(&raw, "job")?;
+    let state = state.store.cancel_job(id).await?.ok_or(ApiError::NotFound { what: "job", id: raw })?;
+    Ok(Json(JobCancelled { id, state }))
+}
+
+/// Cancels every unfinished job of a batch.
+#[utoipa::path(
+    post,
+    path = "/v1/batches/{id}/cancel",
+    tag = "batches",
+    params(("id" = uuid::Uuid, Path, description = "Batch id")),
+    responses(
+        (status = 200, description = "How many jobs were cancelled", body = BatchCancelled),
+        (status = 404, description = "No such batch (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn cancel_batch(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Json<BatchCancelled>, ApiError> {
+    let id = parse_id(&raw, "batch")?;
+    let cancelled = state.store.cancel_batch(id).await?.ok_or(ApiError::NotFound { what: "batch", id: raw })?;
+    Ok(Json(BatchCancelled { id, cancelled }))
+}
+
+/// Workers with a recent heartbeat.
+#[utoipa::path(
+    get,
+    path = "/v1/workers",
+    tag = "workers",
+    responses(
+        (status = 200, description = "Live workers, their last heartbeat and work done", body = WorkerList),
+        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn workers(State(state): State<AppState>) -> Result<Json<WorkerList>, ApiError> {
+    Ok(Json(WorkerList { workers: state.store.workers().await? }))
+}

@@ -1,0 +1,216 @@
+//! `POST /v1/jobs` and `POST /v1/batches`: decode, fill defaults, validate
+//! every spec (all or nothing), draw seeds, enqueue in bulk.
+
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcq_client::{BatchAccepted, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, Problem};
+use mcq_kernel::{Method, Spec};
+use mcq_queue::{IdempotencyKey, JobView, Submission, Submitted};
+
+use crate::AppState;
+use crate::extract::{IdempotencyHeader, JsonBody};
+use crate::problem::ApiError;
+
+/// Most characters of a batch label.
+const MAX_LABEL_CHARS: usize = 200;
+/// Most field errors listed in one problem; a batch of 100,000 bad specs
+/// must not produce a response larger than the request.
+const MAX_LISTED_ERRORS: usize = 100;
+
+/// Enqueue one job.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    tag = "jobs",
+    request_body(content = Spec, description = "A pricing spec; omitted fields take the original sample's values"),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the original answer when repeated with the same body")),
+    responses(
+        (status = 202, description = "Enqueued (or replayed); poll the Location", body = JobView,
+            headers(("Location" = String, description = "URL of the job"))),
+        (status = 400, description = "Malformed JSON, wrong types or unknown fields", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid values, each listed by JSON pointer", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable or request timed out", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn submit_job(
+    State(state): State<AppState>,
+    IdempotencyHeader(key): IdempotencyHeader,
+    JsonBody(spec): JsonBody<Spec>,
+) -> Result<Response, ApiError> {
+    let spec = spec.with_defaults();
+    let idempotency = key.map(|key| IdempotencyKey { key, fingerprint: fingerprint("POST /v1/jobs", &spec) });
+    let spec = prepare(vec![spec], |_| String::new())?.remove(0);
+    let submitted = state
+        .store
+        .submit(Submission { as_batch: false, label: None, jobs: vec![spec], idempotency })
+        .await?;
+    let id = *submitted.job_ids.first().ok_or(ApiError::Internal)?;
+    let Some(view) = state.store.job(id).await? else {
+        tracing::error!(%id, "job missing right after submission");
+        return Err(ApiError::Internal);
+    };
+    Ok(accepted(&format!("/v1/jobs/{id}"), &submitted, axum::Json(view)))
+}
+
+/// Enqueue a batch of jobs, all or nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/batches",
+    tag = "batches",
+    request_body(content = BatchRequest, description = "Up to the server's limit of specs (10,000 or more)"),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the original answer when repeated with the same body")),
+    responses(
+        (status = 202, description = "Enqueued (or replayed); job ids in submission order", body = BatchAccepted,
+            headers(("Location" = String, description = "URL of the batch"))),
+        (status = 400, description = "Malformed JSON, wrong types or unknown fields", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large or too many jobs", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid values, each listed by JSON pointer such as /jobs/17/down", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable or request timed out", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn submit_batch(
+    State(state): State<AppState>,
+    IdempotencyHeader(key): IdempotencyHeader,
+    JsonBody(request): JsonBody<BatchRequest>,
+) -> Result<Response, ApiError> {
+    let limit = state.config.max_batch_jobs;
+    if request.jobs.len() > limit {
+        return Err(ApiError::TooManyJobs { limit, got: request.jobs.len() });
+    }
+    check_label(request.label.as_deref())?;
+    if request.jobs.is_empty() {
+        return Err(invalid(vec![FieldProblem {
+            pointer: "/jobs".into(),
+            detail: "a batch needs at least one job".into(),
+        }]));
+    }
+    // Validating tens of thousands of specs takes milliseconds, but it is
+    // still CPU work: keep it off the async workers.
+    let (label, jobs, idempotency) = tokio::task::spawn_blocking(move || {
+        let request = BatchRequest {
+            label: request.label,
+            jobs: request.jobs.into_iter().map(Spec::with_defaults).collect(),
+        };
+        let idempotency =
+            key.map(|key| IdempotencyKey { key, fingerprint: fingerprint("POST /v1/batches", &request) });
+        let jobs = prepare(request.jobs, |i| format!("/jobs/{i}"))?;
+        Ok::<_, ApiError>((request.label, jobs, idempotency))
+    })
+    .await
+    .map_err(|_| ApiError::Internal)??;
+    let submitted = state.store.submit(Submission { as_batch: true, label, jobs, idempotency }).await?;
+    let Some(id) = submitted.batch_id else {
+        tracing::error!("batch submission returned no batch id");
+        return Err(ApiError::Internal);
+    };
+    let body = BatchAccepted { id, job_ids: submitted.job_ids.clone() };
+    Ok(accepted(&format!("/v1/batches/{id}"), &submitted, axum::Json(body)))
+}
+
+fn check_label(label: Option<&str>) -> Result<(), ApiError> {
+    match label {
+        Some(label) if label.chars().count() > MAX_LABEL_CHARS => Err(invalid(vec![FieldProblem {
+            pointer: "/label".into(),
+            detail: format!("label must be at most {MAX_LABEL_CHARS} characters"),
+        }])),
+        _ => Ok(()),
+    }
+}
+
+/// Validates every spec (defaults already filled) and draws the missing
+/// seeds, so that every task of a job uses the same stream and the stored
+/// spec says which. `prefix(i)` is the JSON pointer of spec `i`.
+fn prepare(specs: Vec<Spec>, prefix: impl Fn(usize) -> String) -> Result<Vec<Spec>, ApiError> {
+    let mut errors = Vec::new();
+    let mut ready = Vec::with_capacity(specs.len());
+    for (i, mut spec) in specs.into_iter().enumerate() {
+        if spec.seed.is_none() && spec.method == Method::Mc {
+            spec.seed = Some(rand::random());
+        }
+        match spec.validate() {
+            Ok(_) => ready.push(spec),
+            Err(problems) => errors.extend(
+                problems
+                    .into_iter()
+                    .map(|p| FieldProblem { pointer: format!("{}/{}", prefix(i), p.field()), detail: p.to_string() }),
+            ),
+        }
+    }
+    if errors.is_empty() { Ok(ready) } else { Err(invalid(errors)) }
+}
+
+fn invalid(mut errors: Vec<FieldProblem>) -> ApiError {
+    let total = errors.len();
+    errors.truncate(MAX_LISTED_ERRORS);
+    let detail = if total > errors.len() {
+        format!("{total} invalid values; the first {} are listed; nothing was enqueued", errors.len())
+    } else {
+        format!("{total} invalid value{}; nothing was enqueued", if total == 1 { "" } else { "s" })
+    };
+    ApiError::InvalidSpec { detail, errors }
+}
+
+/// A canonical, stable digest of what was asked (route and decoded body,
+/// defaults filled, before seeds are drawn): the same request sent twice
+/// has the same fingerprint whatever its whitespace or field order.
+fn fingerprint(route: &str, body: &impl serde::Serialize) -> String {
+    let json = serde_json::to_vec(body).unwrap_or_default();
+    // FNV-1a, 128 bits: stable across releases and platforms (std's
+    // hashers promise neither), and collisions are not a security concern
+    // for a key the client itself chooses.
+    let mut hash: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for byte in route.as_bytes().iter().chain(b"\n").chain(&json) {
+        hash ^= u128::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    format!("{route} fnv1a128:{hash:032x}")
+}
+
+fn accepted(location: &str, submitted: &Submitted, body: impl IntoResponse) -> Response {
+    let mut response = (StatusCode::ACCEPTED, body).into_response();
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(location) {
+        headers.insert(header::LOCATION, value);
+    }
+    if submitted.replayed {
+        headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_ignores_formatting_but_not_content() {
+        let a: Spec = serde_json::from_str(r#"{"up": 1.5, "down": 0.7}"#).unwrap();
+        let b: Spec = serde_json::from_str("{ \"down\":0.7,\n \"up\":1.5 }").unwrap();
+        let c: Spec = serde_json::from_str(r#"{"up": 1.5, "down": 0.75}"#).unwrap();
+        let f = |s: &Spec| fingerprint("POST /v1/jobs", &s.clone().with_defaults());
+        assert_eq!(f(&a), f(&b));
+        assert_ne!(f(&a), f(&c));
+        assert_ne!(fingerprint("POST /v1/jobs", &a), fingerprint("POST /v1/batches", &a));
+    }
+
+    #[test]
+    fn prepare_draws_seeds_and_points_at_every_bad_field() {
+        let good = Spec::default().with_defaults();
+        let bad = Spec { down: 2.0, periods: 0, ..Spec::default() }.with_defaults();
+        let ready = prepare(vec![good.clone()], |_| String::new()).unwrap();
+        assert!(ready[0].seed.is_some());
+        let Err(ApiError::InvalidSpec { errors, .. }) = prepare(vec![good, bad], |i| format!("/jobs/{i}")) else {
+            panic!("a bad spec must reject the batch");
+        };
+        let pointers: Vec<&str> = errors.iter().map(|e| e.pointer.as_str()).collect();
+        assert!(pointers.contains(&"/jobs/1/down"), "{pointers:?}");
+        assert!(pointers.contains(&"/jobs/1/periods"), "{pointers:?}");
+        assert!(pointers.iter().all(|p| p.starts_with("/jobs/1/")), "{pointers:?}");
+    }
+}

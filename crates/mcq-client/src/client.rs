@@ -1,0 +1,219 @@
+//! The HTTP client proper: one method per endpoint, errors decoded from
+//! the server's problem documents.
+
+use std::time::Duration;
+
+use mcq_kernel::Spec;
+use mcq_queue::{BatchView, JobView, WorkerView};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::wire::{
+    BatchAccepted, BatchCancelled, BatchRequest, Health, JobCancelled, JobPage, Problem, WorkerList,
+};
+
+/// Request header that makes a submission idempotent.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+/// Response header set to `true` when a submission replays an earlier one.
+pub const IDEMPOTENT_REPLAYED: &str = "Idempotent-Replayed";
+
+/// What can go wrong talking to the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The base URL is not an `http://` URL.
+    #[error("invalid server URL {0:?}: expected http://host:port")]
+    InvalidUrl(String),
+    /// The server could not be reached, or the connection failed.
+    #[error("cannot reach the server: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The server answered with a problem document.
+    #[error("{} ({}){}", problem.detail, problem.status, pointers(&problem.errors))]
+    Problem {
+        /// HTTP status.
+        status: StatusCode,
+        /// The decoded problem.
+        problem: Box<Problem>,
+    },
+    /// The server answered something that is not the API's JSON.
+    #[error("unexpected answer from the server (HTTP {status}): {body}")]
+    Unexpected {
+        /// HTTP status.
+        status: StatusCode,
+        /// The start of the body.
+        body: String,
+    },
+}
+
+fn pointers(errors: &[crate::wire::FieldProblem]) -> String {
+    errors.iter().map(|e| format!("\n  {}: {}", e.pointer, e.detail)).collect()
+}
+
+impl ClientError {
+    /// The HTTP status of a server-side error, if there was an answer.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Problem { status, .. } | ClientError::Unexpected { status, .. } => Some(*status),
+            ClientError::Http(err) => err.status(),
+            ClientError::InvalidUrl(_) => None,
+        }
+    }
+}
+
+/// A client for one mcq server. Cheap to clone (shares its connection pool).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    /// A client for the server at `base_url`, e.g. `http://127.0.0.1:8080`.
+    pub fn new(base_url: &str) -> Result<Client, ClientError> {
+        let base = base_url.trim_end_matches('/');
+        if !base.starts_with("http://") || base.len() <= "http://".len() {
+            return Err(ClientError::InvalidUrl(base_url.to_owned()));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(120))
+            .build()?;
+        Ok(Client { http, base: base.to_owned() })
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// `POST /v1/jobs`: enqueues one job; returns it as stored (seed drawn).
+    pub async fn submit_job(&self, spec: &Spec, idempotency_key: Option<&str>) -> Result<JobView, ClientError> {
+        self.post_json("/v1/jobs", spec, idempotency_key).await
+    }
+
+    /// `POST /v1/batches`: enqueues a batch; job ids come back in order.
+    pub async fn submit_batch(
+        &self,
+        batch: &BatchRequest,
+        idempotency_key: Option<&str>,
+    ) -> Result<BatchAccepted, ClientError> {
+        self.post_json("/v1/batches", batch, idempotency_key).await
+    }
+
+    /// `GET /v1/jobs/{id}`.
+    pub async fn job(&self, id: Uuid) -> Result<JobView, ClientError> {
+        self.get(&format!("/v1/jobs/{id}")).await
+    }
+
+    /// `GET /v1/batches/{id}`: counts, statistics and timings.
+    pub async fn batch(&self, id: Uuid) -> Result<BatchView, ClientError> {
+        self.get(&format!("/v1/batches/{id}")).await
+    }
+
+    /// `GET /v1/batches/{id}/jobs`: one page of jobs after the cursor.
+    pub async fn batch_jobs(&self, id: Uuid, after: Option<Uuid>, limit: u32) -> Result<JobPage, ClientError> {
+        let mut path = format!("/v1/batches/{id}/jobs?limit={limit}");
+        if let Some(after) = after {
+            path.push_str(&format!("&after={after}"));
+        }
+        self.get(&path).await
+    }
+
+    /// Every job of a batch, following the cursor page by page.
+    pub async fn all_batch_jobs(&self, id: Uuid) -> Result<Vec<JobView>, ClientError> {
+        let mut jobs = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.batch_jobs(id, after, 1000).await?;
+            jobs.extend(page.jobs);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(jobs),
+            }
+        }
+    }
+
+    /// `POST /v1/jobs/{id}/cancel`.
+    pub async fn cancel_job(&self, id: Uuid) -> Result<JobCancelled, ClientError> {
+        self.send(self.request(Method::POST, &format!("/v1/jobs/{id}/cancel"))).await
+    }
+
+    /// `POST /v1/batches/{id}/cancel`.
+    pub async fn cancel_batch(&self, id: Uuid) -> Result<BatchCancelled, ClientError> {
+        self.send(self.request(Method::POST, &format!("/v1/batches/{id}/cancel"))).await
+    }
+
+    /// `GET /v1/workers`: live workers.
+    pub async fn workers(&self) -> Result<Vec<WorkerView>, ClientError> {
+        let list: WorkerList = self.get("/v1/workers").await?;
+        Ok(list.workers)
+    }
+
+    /// `GET /readyz`: `Ok` when the server and its database answer.
+    pub async fn ready(&self) -> Result<Health, ClientError> {
+        self.get("/readyz").await
+    }
+
+    /// Polls `GET /v1/batches/{id}` every `interval` until the batch is
+    /// done, calling `progress` with every view it reads (the last one too).
+    pub async fn wait_for_batch(
+        &self,
+        id: Uuid,
+        interval: Duration,
+        mut progress: impl FnMut(&BatchView),
+    ) -> Result<BatchView, ClientError> {
+        loop {
+            let view = self.batch(id).await?;
+            progress(&view);
+            if view.done {
+                return Ok(view);
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, format!("{}{path}", self.base))
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.send(self.request(Method::GET, path)).await
+    }
+
+    async fn post_json<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        idempotency_key: Option<&str>,
+    ) -> Result<T, ClientError> {
+        let mut request = self.request(Method::POST, path).json(body);
+        if let Some(key) = idempotency_key {
+            request = request.header(IDEMPOTENCY_KEY, key);
+        }
+        self.send(request).await
+    }
+
+    async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {
+        decode(request.send().await?).await
+    }
+}
+
+/// Turns a response into `T`, or into the problem it carries.
+async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientError> {
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    if status.is_success() {
+        return serde_json::from_slice(&bytes).map_err(|_| unexpected(status, &bytes));
+    }
+    match serde_json::from_slice::<Problem>(&bytes) {
+        Ok(problem) => Err(ClientError::Problem { status, problem: Box::new(problem) }),
+        Err(_) => Err(unexpected(status, &bytes)),
+    }
+}
+
+fn unexpected(status: StatusCode, body: &[u8]) -> ClientError {
+    // A short prefix is enough to recognise what answered (a proxy, another server).
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+    ClientError::Unexpected { status, body: text }
+}
