@@ -1,0 +1,310 @@
+//! The worker's main loop: register, claim in batches, dispatch to the
+//! kernel pool, and on shutdown hand everything back in order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use mcq_queue::{ClaimedTask, Store, WorkerInfo};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use crate::backoff::{Backoff, persist};
+use crate::completer::Completer;
+use crate::compute::{self, Finished};
+use crate::counters::{Counters, add};
+use crate::held::Held;
+use crate::pace::Pace;
+use crate::{WorkerConfig, WorkerReport, heartbeat};
+
+/// Time after the shutdown timeout for handing back, flushing and
+/// deregistering before the worker stops retrying a database that is gone.
+const CLEANUP_GRACE: Duration = Duration::from_secs(5);
+/// How long cancelled tasks get to reach a chunk boundary at shutdown.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs one worker to the end; see [`crate::Worker::run`].
+pub(crate) async fn run(
+    store: Store,
+    config: WorkerConfig,
+    shutdown: CancellationToken,
+) -> anyhow::Result<WorkerReport> {
+    let threads = if config.threads == 0 {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    } else {
+        config.threads
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("mcq-kernel-{i}"))
+        .build()
+        .context("building the kernel thread pool")?;
+    let concurrency = config.concurrency.max(1);
+    let info = WorkerInfo {
+        hostname: hostname(),
+        pid: std::process::id(),
+        concurrency: concurrency as u32,
+    };
+    let Some(worker) = persist("register", &shutdown, || {
+        store.register_worker(info.clone())
+    })
+    .await
+    else {
+        tracing::info!("shut down before the worker could register");
+        return Ok(WorkerReport::default());
+    };
+    tracing::info!(%worker, concurrency, threads, "worker registered");
+
+    let held = Arc::new(Held::default());
+    let counters = Arc::new(Counters::default());
+    let pace = Arc::new(Pace::new());
+    let give_up = CancellationToken::new();
+    let background = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    tracker.spawn(heartbeat::renew_leases(
+        store.clone(),
+        worker,
+        held.clone(),
+        config.heartbeat_interval,
+        background.clone(),
+    ));
+    if let Some(interval) = config.prune_interval {
+        tracker.spawn(heartbeat::prune(store.clone(), interval, shutdown.clone()));
+    }
+    let (finished_tx, finished_rx) = mpsc::unbounded_channel();
+    let completer = Completer {
+        store: store.clone(),
+        worker,
+        held: held.clone(),
+        pace: pace.clone(),
+        counters: counters.clone(),
+        batch: config.complete_batch,
+        linger: config.complete_linger,
+        give_up: give_up.clone(),
+    };
+    let mut completer = tokio::spawn(completer.run(finished_rx));
+
+    let mut claimer = Claimer {
+        store: store.clone(),
+        worker,
+        semaphore: Arc::new(Semaphore::new(concurrency)),
+        concurrency,
+        config,
+        held: held.clone(),
+        counters: counters.clone(),
+        pace,
+        pool,
+        finished: Some(finished_tx),
+        local: VecDeque::new(),
+        backoff: Backoff::new(),
+    };
+    claimer.work(&shutdown).await;
+
+    // Shutdown, in order: no new claims; hand back what never started; let
+    // running tasks finish until the timeout, then cancel them; flush
+    // completions; hand back whatever is left; deregister.
+    let deadline = Instant::now() + claimer.config.shutdown_timeout;
+    let give_up_timer = {
+        let give_up = give_up.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(deadline + CLEANUP_GRACE).await;
+            give_up.cancel();
+        })
+    };
+    tracing::info!(held = held.len(), "shutting down: no more claims");
+    claimer.release_unstarted(&give_up).await;
+    claimer.drain_until(deadline, &held).await;
+    drop(claimer.finished.take());
+    if tokio::time::timeout_at(deadline + CLEANUP_GRACE, &mut completer)
+        .await
+        .is_err()
+    {
+        tracing::warn!("completions not flushed before the deadline; abandoning them");
+        completer.abort();
+    }
+    let leftover = held.snapshot();
+    if !leftover.is_empty() {
+        tracing::warn!(
+            count = leftover.len(),
+            "handing back tasks still held at shutdown"
+        );
+        if persist("release", &give_up, || store.release(worker, &leftover))
+            .await
+            .is_some()
+        {
+            add(&counters.released, leftover.len());
+        }
+    }
+    background.cancel();
+    tracker.close();
+    tracker.wait().await;
+    if persist("deregister", &give_up, || store.deregister(worker))
+        .await
+        .is_none()
+    {
+        tracing::warn!(
+            "could not deregister; the store will forget this worker after its heartbeat ages"
+        );
+    }
+    give_up_timer.abort();
+    let report = counters.report();
+    tracing::info!(?report, "worker stopped");
+    Ok(report)
+}
+
+/// State of the claim loop.
+#[derive(Debug)]
+struct Claimer {
+    store: Store,
+    worker: Uuid,
+    config: WorkerConfig,
+    concurrency: usize,
+    /// One permit per compute slot; a rayon job holds one while it runs.
+    semaphore: Arc<Semaphore>,
+    held: Arc<Held>,
+    counters: Arc<Counters>,
+    pace: Arc<Pace>,
+    pool: rayon::ThreadPool,
+    /// Dropped at shutdown so the completer ends once every job has reported.
+    finished: Option<mpsc::UnboundedSender<Finished>>,
+    /// Claimed tasks waiting for a free slot.
+    local: VecDeque<(ClaimedTask, Arc<AtomicBool>)>,
+    backoff: Backoff,
+}
+
+impl Claimer {
+    /// Claims and dispatches until `shutdown` is cancelled.
+    async fn work(&mut self, shutdown: &CancellationToken) {
+        loop {
+            self.dispatch();
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let free = self.semaphore.available_permits();
+            let window_ms = self.config.prefetch_window.as_secs_f64() * 1e3;
+            let prefetch = self
+                .pace
+                .prefetch(self.concurrency, window_ms, self.config.claim_batch);
+            let want = (free + prefetch)
+                .saturating_sub(self.local.len())
+                .min(self.config.claim_batch.max(1));
+            // Top up only once the local queue ran half empty, so that a
+            // busy worker makes one large claim rather than many small ones.
+            if want == 0 || self.local.len() > prefetch / 2 {
+                self.wait_for_slot(shutdown).await;
+                continue;
+            }
+            match self.store.claim(self.worker, want as u32).await {
+                Ok(tasks) => {
+                    self.backoff.reset();
+                    let got = tasks.len();
+                    add(&self.counters.claimed, got);
+                    for task in tasks {
+                        let cancel = self.held.insert(task.task_id, task.lease_token);
+                        self.local.push_back((task, cancel));
+                    }
+                    if got == 0 {
+                        if self.local.is_empty() {
+                            self.idle(shutdown).await;
+                        } else {
+                            self.wait_for_slot(shutdown).await;
+                        }
+                    }
+                }
+                Err(err) => {
+                    let delay = self.backoff.next_delay();
+                    tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "claim failed");
+                    tokio::select! {
+                        () = shutdown.cancelled() => {}
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts local tasks on the pool while slots are free.
+    fn dispatch(&mut self) {
+        let Some(finished) = &self.finished else {
+            return;
+        };
+        while !self.local.is_empty() {
+            let Ok(permit) = self.semaphore.clone().try_acquire_owned() else {
+                return;
+            };
+            if let Some((task, cancel)) = self.local.pop_front() {
+                compute::spawn(&self.pool, task, cancel, permit, finished.clone());
+            }
+        }
+    }
+
+    async fn wait_for_slot(&self, shutdown: &CancellationToken) {
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            // We never close the semaphore, so this only fails if it were.
+            permit = self.semaphore.acquire() => drop(permit),
+        }
+    }
+
+    async fn idle(&self, shutdown: &CancellationToken) {
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = self.store.wait_for_work(self.config.poll_interval) => {}
+        }
+    }
+
+    /// Hands back claimed tasks that never started.
+    async fn release_unstarted(&mut self, give_up: &CancellationToken) {
+        let tasks: Vec<(i64, Uuid)> = self
+            .local
+            .drain(..)
+            .map(|(t, _)| (t.task_id, t.lease_token))
+            .collect();
+        if tasks.is_empty() {
+            return;
+        }
+        let (store, worker) = (&self.store, self.worker);
+        if persist("release", give_up, || store.release(worker, &tasks))
+            .await
+            .is_some()
+        {
+            add(&self.counters.released, tasks.len());
+            tracing::info!(
+                count = tasks.len(),
+                "handed back tasks that had not started"
+            );
+        }
+        self.held.remove_all(tasks.iter().map(|(id, _)| *id));
+    }
+
+    /// Waits for running tasks until `deadline`, then cancels them and
+    /// gives them a little longer to stop.
+    async fn drain_until(&self, deadline: Instant, held: &Held) {
+        let all = self.concurrency as u32;
+        let idle = || self.semaphore.acquire_many(all);
+        if let Ok(permits) = tokio::time::timeout_at(deadline, idle()).await {
+            drop(permits);
+            return;
+        }
+        tracing::warn!("shutdown timeout reached; cancelling running tasks");
+        held.cancel_everything();
+        if tokio::time::timeout(CANCEL_GRACE, idle()).await.is_err() {
+            tracing::warn!("some tasks did not stop at a chunk boundary; leaving them");
+        }
+    }
+}
+
+/// This machine's name, for the worker list.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".to_owned())
+}

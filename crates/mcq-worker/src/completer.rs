@@ -1,0 +1,153 @@
+//! Records finished tasks in the store, many per round trip.
+//!
+//! One commit costs about 0.2 ms of fsync on the machines we measure on, so a
+//! worker that commits once per task is capped near 5k tasks/s. The completer
+//! instead takes whatever has finished (waiting at most `linger` for more)
+//! and sends it in one [`Store::complete`] call. Each task is still fenced
+//! individually by its lease token inside that call; refused (late)
+//! completions are counted and logged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcq_queue::{Store, TaskDone};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::backoff::persist;
+use crate::compute::{Finished, Outcome};
+use crate::counters::{Counters, add};
+use crate::held::Held;
+use crate::pace::Pace;
+
+/// Everything the completer needs; runs until its channel closes.
+#[derive(Debug)]
+pub(crate) struct Completer {
+    pub(crate) store: Store,
+    pub(crate) worker: Uuid,
+    pub(crate) held: Arc<Held>,
+    pub(crate) pace: Arc<Pace>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) batch: usize,
+    pub(crate) linger: Duration,
+    /// Cancelled when the worker must stop retrying a database that is
+    /// gone (shutdown deadline passed).
+    pub(crate) give_up: CancellationToken,
+}
+
+impl Completer {
+    /// Drains `finished` until every sender is dropped.
+    pub(crate) async fn run(self, mut finished: mpsc::UnboundedReceiver<Finished>) {
+        let batch_size = self.batch.max(1);
+        let mut batch = Vec::with_capacity(batch_size);
+        while let Some(first) = finished.recv().await {
+            batch.push(first);
+            let deadline = Instant::now() + self.linger;
+            while batch.len() < batch_size {
+                // Take what is already there before waiting for more.
+                match finished.try_recv() {
+                    Ok(more) => batch.push(more),
+                    Err(mpsc::error::TryRecvError::Disconnected) => break,
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        match tokio::time::timeout_at(deadline, finished.recv()).await {
+                            Ok(Some(more)) => batch.push(more),
+                            Ok(None) | Err(_) => break,
+                        }
+                    }
+                }
+            }
+            self.record(std::mem::take(&mut batch)).await;
+        }
+    }
+
+    async fn record(&self, batch: Vec<Finished>) {
+        let mut done = Vec::new();
+        let mut cancelled = Vec::new();
+        for finished in batch {
+            match finished.outcome {
+                Outcome::Done(output) => {
+                    self.pace.record(finished.compute_ms);
+                    done.push(TaskDone {
+                        task_id: finished.task_id,
+                        lease_token: finished.lease_token,
+                        output: *output,
+                        compute_ms: finished.compute_ms,
+                    });
+                }
+                Outcome::Failed { error, panicked } => {
+                    self.fail(finished.task_id, finished.lease_token, &error, panicked)
+                        .await;
+                }
+                Outcome::Cancelled => cancelled.push((finished.task_id, finished.lease_token)),
+            }
+        }
+        if !done.is_empty() {
+            self.complete(done).await;
+        }
+        if !cancelled.is_empty() {
+            self.release(cancelled).await;
+        }
+    }
+
+    async fn complete(&self, done: Vec<TaskDone>) {
+        let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
+        let result = persist("complete", &self.give_up, || {
+            self.store.complete(self.worker, done.clone())
+        })
+        .await;
+        if let Some(refused) = result {
+            add(&self.counters.completed, ids.len() - refused.len());
+            if !refused.is_empty() {
+                add(&self.counters.refused, refused.len());
+                tracing::warn!(
+                    count = refused.len(),
+                    tasks = ?refused,
+                    "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
+                );
+            }
+        }
+        // Whether accepted, refused or abandoned at the deadline, these
+        // tasks are no longer ours to renew.
+        self.held.remove_all(ids);
+    }
+
+    async fn fail(&self, task_id: i64, token: Uuid, error: &str, panicked: bool) {
+        if panicked {
+            add(&self.counters.panicked, 1);
+            tracing::error!(task_id, error, "task panicked; recording a failed attempt");
+        } else {
+            tracing::warn!(task_id, error, "task failed; recording a failed attempt");
+        }
+        let accepted = persist("fail", &self.give_up, || {
+            self.store.fail(self.worker, task_id, token, error)
+        })
+        .await;
+        match accepted {
+            Some(true) => add(&self.counters.failed, 1),
+            Some(false) => {
+                add(&self.counters.refused, 1);
+                tracing::warn!(task_id, "failure refused: the lease was lost");
+            }
+            None => {}
+        }
+        self.held.remove_all([task_id]);
+    }
+
+    /// Hands back tasks stopped through their cancel flag. For a cancelled
+    /// job the store no longer runs them, so the release is a fenced no-op;
+    /// at shutdown it returns them to the queue.
+    async fn release(&self, tasks: Vec<(i64, Uuid)>) {
+        add(&self.counters.cancelled, tasks.len());
+        if persist("release", &self.give_up, || {
+            self.store.release(self.worker, &tasks)
+        })
+        .await
+        .is_some()
+        {
+            add(&self.counters.released, tasks.len());
+        }
+        self.held.remove_all(tasks.iter().map(|(id, _)| *id));
+    }
+}

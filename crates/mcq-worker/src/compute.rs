@@ -1,0 +1,116 @@
+//! The bridge from the async claimer to the kernel on a rayon pool.
+//!
+//! Each task runs as one rayon job holding a semaphore permit, so at most
+//! `concurrency` tasks compute at once and the tokio runtime never blocks.
+//! The outcome goes to the completer through a channel; the permit is
+//! returned when the job ends, however it ends.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use mcq_queue::{ClaimedTask, TaskOutput};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use uuid::Uuid;
+
+/// How one task's computation ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Computed; to be completed. Boxed: a partial is kilobytes of exact sums.
+    Done(Box<TaskOutput>),
+    /// The kernel refused the spec or panicked; to be recorded as a failed attempt.
+    Failed { error: String, panicked: bool },
+    /// Stopped through its cancel flag; to be handed back.
+    Cancelled,
+}
+
+/// A finished computation, sent to the completer.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) task_id: i64,
+    pub(crate) lease_token: Uuid,
+    pub(crate) outcome: Outcome,
+    pub(crate) compute_ms: f64,
+}
+
+/// Runs `task` on `pool`; the outcome is sent to `out` and `permit` is
+/// dropped afterwards.
+pub(crate) fn spawn(
+    pool: &rayon::ThreadPool,
+    task: ClaimedTask,
+    cancel: Arc<AtomicBool>,
+    permit: OwnedSemaphorePermit,
+    out: mpsc::UnboundedSender<Finished>,
+) {
+    pool.spawn(move || {
+        let start = Instant::now();
+        let outcome = match catch_unwind(AssertUnwindSafe(|| compute(&task, &cancel))) {
+            Ok(outcome) => outcome,
+            Err(payload) => Outcome::Failed {
+                error: panic_text(payload.as_ref()),
+                panicked: true,
+            },
+        };
+        let compute_ms = start.elapsed().as_secs_f64() * 1e3;
+        // The completer outlives every rayon job unless the worker is being
+        // torn down past its deadline; then there is no one left to tell.
+        let _ = out.send(Finished {
+            task_id: task.task_id,
+            lease_token: task.lease_token,
+            outcome,
+            compute_ms,
+        });
+        drop(permit);
+    });
+}
+
+/// Runs the kernel for one task on the calling thread.
+pub(crate) fn compute(task: &ClaimedTask, cancel: &AtomicBool) -> Outcome {
+    if cancel.load(Ordering::Relaxed) {
+        return Outcome::Cancelled;
+    }
+    let valid = match task.spec.validate() {
+        Ok(valid) => valid,
+        Err(errors) => {
+            let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Outcome::Failed {
+                error: format!("invalid spec: {}", text.join("; ")),
+                panicked: false,
+            };
+        }
+    };
+    let output = match &task.chunks {
+        Some(chunks) => valid
+            .run_chunks(chunks.clone(), cancel)
+            .map(TaskOutput::Partial),
+        None => valid.price(cancel).map(TaskOutput::Result),
+    };
+    match output {
+        Ok(output) => Outcome::Done(Box::new(output)),
+        Err(mcq_kernel::Cancelled) => Outcome::Cancelled,
+    }
+}
+
+/// The message of a panic payload (`panic!` gives `&str` or `String`).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned());
+    format!("kernel panicked: {message}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_payloads_become_readable_errors() {
+        let caught = catch_unwind(|| panic!("boom {}", 7)).unwrap_err();
+        assert_eq!(panic_text(caught.as_ref()), "kernel panicked: boom 7");
+        let caught = catch_unwind(|| panic!("plain")).unwrap_err();
+        assert_eq!(panic_text(caught.as_ref()), "kernel panicked: plain");
+    }
+}

@@ -1,0 +1,74 @@
+//! Background loops that keep a worker's standing in the store: lease
+//! renewal with cancellation delivery, and occasional pruning.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcq_queue::Store;
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::held::Held;
+
+/// Renews the worker's heartbeat and leases every `interval` until `stop`.
+///
+/// The store answers with tasks whose job was cancelled; raising their flag
+/// stops the kernel at its next chunk boundary, so a cancelled running task
+/// ends within about a heartbeat. A failed heartbeat is only logged: the
+/// next tick tries again, and if the outage outlasts the lease our late
+/// completions are refused, which is the correct outcome.
+pub(crate) async fn renew_leases(
+    store: Store,
+    worker: Uuid,
+    held: Arc<Held>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    // After a stall, one prompt renewal is what matters, not a burst.
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticks.tick().await;
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        match store.heartbeat(worker).await {
+            Ok(cancelled) => {
+                if failing {
+                    tracing::info!("heartbeat succeeded again");
+                    failing = false;
+                }
+                if !cancelled.is_empty() {
+                    let stopped = held.cancel(&cancelled);
+                    tracing::info!(tasks = ?cancelled, stopped, "jobs cancelled: stopping their tasks");
+                }
+            }
+            Err(err) => {
+                failing = true;
+                tracing::warn!(error = %err, held = held.len(), "heartbeat failed; leases may expire");
+            }
+        }
+    }
+}
+
+/// Prunes finished jobs past retention every `interval` until `stop`.
+/// Runs apart from the heartbeat so a long delete never delays a renewal.
+pub(crate) async fn prune(store: Store, interval: Duration, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        match store.prune().await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "pruned finished jobs past retention"),
+            Err(err) => tracing::warn!(error = %err, "pruning failed; will try again"),
+        }
+    }
+}
