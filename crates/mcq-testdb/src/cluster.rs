@@ -40,7 +40,8 @@ impl PgCluster {
     /// restart the server. It is stopped and removed when dropped.
     pub fn private() -> anyhow::Result<PgCluster> {
         let port = free_port()?;
-        let dir = std::env::temp_dir().join(format!("mcq-testpg-private-{port}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("mcq-testpg-private-{port}-{}", std::process::id()));
         PgCluster::start_at(dir, port)
     }
 
@@ -68,7 +69,15 @@ impl PgCluster {
     pub fn create_database(&self, name: &str) -> anyhow::Result<String> {
         let status = self
             .command("createdb")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", name])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                name,
+            ])
             .status()
             .context("running createdb")?;
         if !status.success() {
@@ -80,10 +89,17 @@ impl PgCluster {
     fn start_at(dir: PathBuf, port: u16) -> anyhow::Result<PgCluster> {
         let bin = find_bin_dir()?;
         let as_postgres_user = is_root();
-        let cluster = PgCluster { dir, port, bin, as_postgres_user };
-        fs::create_dir_all(&cluster.dir).with_context(|| format!("creating {}", cluster.dir.display()))?;
+        let cluster = PgCluster {
+            dir,
+            port,
+            bin,
+            as_postgres_user,
+        };
+        fs::create_dir_all(&cluster.dir)
+            .with_context(|| format!("creating {}", cluster.dir.display()))?;
         // Several test processes may race to start the shared cluster.
-        let lock = File::create(cluster.dir.with_extension("lock")).context("creating the cluster lock file")?;
+        let lock = File::create(cluster.dir.with_extension("lock"))
+            .context("creating the cluster lock file")?;
         lock.lock().context("locking the cluster lock file")?;
         if cluster.is_running() {
             return Ok(cluster);
@@ -108,7 +124,15 @@ impl PgCluster {
                 .command("initdb")
                 .arg("-D")
                 .arg(&data)
-                .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+                .args([
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                ])
                 .output()
                 .context("running initdb")?;
             if !out.status.success() {
@@ -197,7 +221,10 @@ fn find_bin_dir() -> anyhow::Result<PathBuf> {
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
     if let Ok(entries) = fs::read_dir("/usr/lib/postgresql") {
-        let mut versions: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path().join("bin")).collect();
+        let mut versions: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin"))
+            .collect();
         versions.sort();
         candidates.extend(versions.into_iter().rev());
     }

@@ -114,10 +114,60 @@ mod tests {
             replace_database("postgres://u@h:5/postgres", "x"),
             "postgres://u@h:5/x"
         );
-        assert_eq!(replace_database("postgres://u@h:5", "x"), "postgres://u@h:5/x");
+        assert_eq!(
+            replace_database("postgres://u@h:5", "x"),
+            "postgres://u@h:5/x"
+        );
         assert_eq!(
             replace_database("postgres://u@h/db?sslmode=disable", "x"),
             "postgres://u@h/x?sslmode=disable"
+        );
+    }
+}
+
+#[cfg(test)]
+mod live_tests {
+    use sqlx::Connection as _;
+
+    #[tokio::test]
+    async fn fresh_database_accepts_connections_and_is_empty() {
+        let Some(db) = super::postgres().await else {
+            return;
+        };
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+        let (name,): (String,) = sqlx::query_as("SELECT current_database()")
+            .fetch_one(&mut conn)
+            .await
+            .expect("query");
+        assert_eq!(name, db.name);
+        let (tables,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+                .fetch_one(&mut conn)
+                .await
+                .expect("query");
+        assert_eq!(tables, 0, "a fresh test database must be empty");
+    }
+
+    #[test]
+    fn private_cluster_stops_and_starts_again() {
+        let cluster = match super::PgCluster::private() {
+            Ok(c) => c,
+            Err(err) => {
+                super::skip_or_fail(&err);
+                return;
+            }
+        };
+        let connect = || std::net::TcpStream::connect(("127.0.0.1", cluster.port()));
+        assert!(connect().is_ok(), "server should accept TCP connections");
+        cluster.stop().expect("stop");
+        assert!(
+            connect().is_err(),
+            "a stopped server must refuse connections"
+        );
+        cluster.start().expect("start again");
+        assert!(
+            connect().is_ok(),
+            "restarted server should accept connections"
         );
     }
 }
