@@ -93,6 +93,16 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Serves [`app`] on `listener` until `shutdown` completes, then stops
+/// accepting and lets in-flight requests finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+}
+
 async fn no_route(uri: Uri) -> ApiError {
     ApiError::NoRoute(uri.path().chars().take(200).collect())
 }

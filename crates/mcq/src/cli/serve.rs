@@ -1,13 +1,189 @@
-//! (Being written; replaced by its owner.)
+//! `mcq serve`: the HTTP API, optionally with workers in the same process.
+//! [`start`] is shared with `mcq demo`, which runs the same server in-process.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
-/// Flags of this subcommand.
+use anyhow::Context as _;
+use mcq_api::{ApiConfig, AppState};
+use mcq_queue::{QueueConfig, Store};
+use mcq_worker::{Worker, WorkerConfig};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `mcq serve`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// Address to listen on; port 0 picks a free port (printed on stdout).
+    #[arg(long, env = "MCQ_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// `postgres://…` or `sqlite:FILE` (created and migrated on start).
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite:mcq.sqlite")]
+    database_url: String,
+    /// Workers inside this process [default: one per core on SQLite, 0 on PostgreSQL].
+    #[arg(long)]
+    embedded_workers: Option<usize>,
+    /// Do not apply migrations at start (PostgreSQL deployments that run `mcq migrate`).
+    #[arg(long)]
+    no_migrate: bool,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = ApiConfig::default().max_body_bytes)]
+    max_body_bytes: usize,
+    /// Most jobs in one batch.
+    #[arg(long, default_value_t = ApiConfig::default().max_batch_jobs)]
+    max_batch_jobs: usize,
+    /// Seconds a request may take before it is answered with 503.
+    #[arg(long, default_value_t = ApiConfig::default().request_timeout.as_secs())]
+    request_timeout_secs: u64,
+}
+
+/// Everything [`start`] needs.
+#[derive(Debug, Clone)]
+pub(crate) struct ServeConfig {
+    pub(crate) listen: SocketAddr,
+    pub(crate) database_url: String,
+    pub(crate) migrate: bool,
+    /// Each embedded worker computes `concurrency` tasks at once.
+    pub(crate) embedded_workers: usize,
+    pub(crate) api: ApiConfig,
+}
+
+/// A server running in this process.
+#[derive(Debug)]
+pub(crate) struct Running {
+    /// Where it listens.
+    pub(crate) addr: SocketAddr,
+    shutdown: CancellationToken,
+    tasks: JoinSet<anyhow::Result<()>>,
+}
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("this command is not available yet")
+    init_tracing("info");
+    let embedded = args.embedded_workers.unwrap_or_else(|| {
+        if args.database_url.starts_with("sqlite:") { cores() } else { 0 }
+    });
+    let config = ServeConfig {
+        listen: args.listen,
+        database_url: args.database_url,
+        migrate: !args.no_migrate,
+        embedded_workers: embedded,
+        api: ApiConfig {
+            max_body_bytes: args.max_body_bytes,
+            max_batch_jobs: args.max_batch_jobs,
+            request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
+        },
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let running = start(config).await?;
+        // The one line scripts and tests parse: keep its shape.
+        println!("mcq listening on http://{}", running.addr);
+        let shutdown = running.shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            eprintln!("mcq: shutting down (finishing requests and in-flight tasks)");
+            shutdown.cancel();
+        });
+        running.wait().await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Connects (and migrates), binds, and starts serving and the embedded workers.
+pub(crate) async fn start(config: ServeConfig) -> anyhow::Result<Running> {
+    let store = Store::connect(&config.database_url, QueueConfig::default())
+        .await
+        .with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
+    if config.migrate {
+        store.migrate().await.context("applying migrations")?;
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let shutdown = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    for _ in 0..config.embedded_workers {
+        // N embedded workers are N compute slots: one task at a time on one
+        // thread each, so the default (one per core) uses each core once.
+        let worker_config = WorkerConfig { concurrency: 1, threads: 1, ..WorkerConfig::default() };
+        let worker = Worker::new(store.clone(), worker_config);
+        let token = shutdown.clone();
+        tasks.spawn(async move { worker.run(token).await.map(drop).context("embedded worker") });
+    }
+    let state = AppState { store, config: config.api };
+    let stop = shutdown.clone().cancelled_owned();
+    tasks.spawn(async move { mcq_api::serve(listener, state, stop).await.context("serving HTTP") });
+    Ok(Running { addr, shutdown, tasks })
+}
+
+impl Running {
+    /// Asks the server and its workers to stop, and waits until they have.
+    pub(crate) async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+
+    /// Waits until shutdown (or a failure of the server or a worker, which
+    /// stops the rest too).
+    pub(crate) async fn wait(mut self) -> anyhow::Result<()> {
+        let mut first_error = None;
+        while let Some(joined) = self.tasks.join_next().await {
+            let outcome = joined.context("a server task panicked").and_then(|r| r);
+            if let Err(err) = outcome {
+                self.shutdown.cancel();
+                first_error.get_or_insert(err);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` overrides `default_filter`.
+pub(crate) fn init_tracing(default_filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    // A second initialisation (tests, demo after serve) is harmless.
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Cores of this machine (at least 1).
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The URL without its password, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
 }

@@ -1,13 +1,129 @@
-//! (Being written; replaced by its owner.)
+//! `mcq status ID`: a job or a batch, and the tables `submit` and `demo`
+//! print too.
 
 use std::process::ExitCode;
 
-/// Flags of this subcommand.
+use anyhow::Context as _;
+use mcq_client::{BatchView, Client, ClientError, JobView};
+use uuid::Uuid;
+
+/// Flags of `mcq status`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// Job or batch id.
+    id: String,
+    /// Base URL of the mcq server.
+    #[arg(long, env = "MCQ_SERVER", default_value = "http://127.0.0.1:8080")]
+    server: String,
+    /// Print the server's JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("this command is not available yet")
+    let id = Uuid::parse_str(args.id.trim()).with_context(|| format!("{:?} is not a job or batch id (a UUID)", args.id))?;
+    let client = Client::new(&args.server)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        // Ids are UUIDs for both, so ask for a job first, then a batch.
+        match client.job(id).await {
+            Ok(job) => {
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&job)?);
+                } else {
+                    print_job(&job);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            Err(err) if is_not_found(&err) => {}
+            Err(err) => return Err(err).context("reading the job"),
+        }
+        match client.batch(id).await {
+            Ok(batch) => {
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&batch)?);
+                } else {
+                    print_batch(&batch);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(err) if is_not_found(&err) => anyhow::bail!("no job or batch with id {id} on {}", args.server),
+            Err(err) => Err(err).context("reading the batch"),
+        }
+    })
+}
+
+fn is_not_found(err: &ClientError) -> bool {
+    err.status().is_some_and(|s| s.as_u16() == 404)
+}
+
+/// A job as a few aligned lines.
+pub(crate) fn print_job(job: &JobView) {
+    let state = serde_json::to_value(job.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    println!("job        {}", job.id);
+    if let Some(batch) = job.batch_id {
+        println!("batch      {batch}");
+    }
+    println!("state      {state}");
+    println!("attempts   {}", job.attempts);
+    if let Some(result) = &job.result {
+        println!("price      {:.6}", result.price);
+        println!("std error  {:.6}", result.std_error);
+        println!("95% CI     [{:.6}, {:.6}]", result.ci95[0], result.ci95[1]);
+        println!("paths      {}", result.paths);
+        if let Some(seed) = result.seed {
+            println!("seed       {seed}");
+        }
+    }
+    if let Some(error) = &job.error {
+        println!("error      {error}");
+    }
+    if let Some(wait) = job.timings.queue_wait_ms {
+        println!("queue wait {}", millis(wait));
+    }
+    if let Some(compute) = job.timings.compute_ms {
+        println!("compute    {}", millis(compute));
+    }
+}
+
+/// A batch: counts, then the summary table of the original spreadsheet.
+pub(crate) fn print_batch(batch: &BatchView) {
+    let c = &batch.counts;
+    println!("batch {}{}", batch.id, batch.label.as_deref().map(|l| format!(" ({l})")).unwrap_or_default());
+    println!(
+        "{} jobs: {} succeeded, {} failed, {} cancelled, {} running, {} queued{}",
+        batch.total,
+        c.succeeded,
+        c.failed,
+        c.cancelled,
+        c.running,
+        c.queued,
+        if batch.done { " — done" } else { "" }
+    );
+    println!();
+    let rows: Vec<(&str, String)> = match &batch.stats {
+        Some(s) => vec![
+            ("count", s.count.to_string()),
+            ("mean", format!("{:.6}", s.mean)),
+            ("min", format!("{:.6}", s.min)),
+            ("max", format!("{:.6}", s.max)),
+            ("stddev", format!("{:.6}", s.stddev)),
+            ("std error", format!("{:.6}", s.std_error)),
+        ],
+        None => vec![("count", "0".into())],
+    };
+    let t = &batch.timings;
+    let timing = [
+        ("makespan", t.makespan_ms.map_or_else(|| "-".into(), millis)),
+        ("compute total", millis(t.compute_ms_total)),
+    ];
+    for (name, value) in rows.iter().map(|(n, v)| (*n, v.clone())).chain(timing) {
+        println!("  {name:<14}{value:>16}");
+    }
+}
+
+/// Milliseconds as a human duration.
+pub(crate) fn millis(ms: f64) -> String {
+    if ms >= 10_000.0 { format!("{:.2} s", ms / 1000.0) } else { format!("{ms:.1} ms") }
 }
