@@ -1,0 +1,221 @@
+//! Derived numbers: per platform and level, the warm wall time, speedup
+//! against `local-1`, efficiency against `local-all`, per-job overhead and
+//! the per-job breakdown; and whether all platforms priced identically.
+
+use serde::Serialize;
+
+use crate::platform::Platform;
+use crate::record::{JobRecord, TrialRecord};
+use crate::stats::{Summary, median};
+
+/// Per-job time components over all jobs of the warm trials.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobSummary {
+    /// Started − submitted.
+    pub queue_wait_ms: Option<Summary>,
+    /// Kernel time.
+    pub compute_ms: Option<Summary>,
+    /// Finished − started − compute.
+    pub dispatch_ms: Option<Summary>,
+    /// Seen − finished.
+    pub result_latency_ms: Option<Summary>,
+    /// Seen − submitted.
+    pub end_to_end_ms: Option<Summary>,
+}
+
+/// One platform at one `runs` level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelSummary {
+    /// Platform.
+    pub platform: Platform,
+    /// Paths per call.
+    pub runs: u64,
+    /// Calls per batch.
+    pub calls: u32,
+    /// Compute slots.
+    pub slots: u32,
+    /// Wall time of the first (cold) trial.
+    pub cold_wall_ms: f64,
+    /// Wall times of the warm trials (all trials when there is only one).
+    pub wall_ms: Option<Summary>,
+    /// Median warm compute per call (kernel time).
+    pub compute_per_call_ms: f64,
+    /// Median warm wall of `local-1` / median warm wall of this platform.
+    pub speedup_vs_local_1: Option<f64>,
+    /// Median warm wall of `local-all` / median warm wall of this platform.
+    pub efficiency_vs_local_all: Option<f64>,
+    /// `(slots × wall − compute) / calls` over the warm trials.
+    pub overhead_per_job_ms: Option<Summary>,
+    /// (wall − wall of `local-all`) / calls, medians of warm trials: what
+    /// each job cost beyond computing the batch locally on the same cores.
+    pub extra_vs_local_all_per_job_ms: Option<f64>,
+    /// Per-job breakdown over the warm trials.
+    pub jobs: JobSummary,
+    /// Calls whose price differs (in any bit) from `local-1`'s for the same
+    /// seed; `None` when `local-1` did not run.
+    pub price_mismatches_vs_local_1: Option<u32>,
+}
+
+/// Trials that count as warm: all but the first, or the only one.
+fn warm<'a>(trials: &[&'a TrialRecord]) -> Vec<&'a TrialRecord> {
+    let warm: Vec<_> = trials.iter().copied().filter(|t| !t.cold).collect();
+    if warm.is_empty() {
+        trials.to_vec()
+    } else {
+        warm
+    }
+}
+
+/// Median warm wall time of one platform at one level.
+pub(crate) fn median_wall(trials: &[TrialRecord], platform: Platform, runs: u64) -> Option<f64> {
+    let mine: Vec<&TrialRecord> = trials
+        .iter()
+        .filter(|t| t.platform == platform && t.runs == runs)
+        .collect();
+    let walls: Vec<f64> = warm(&mine).iter().map(|t| t.wall_ms).collect();
+    (!walls.is_empty()).then(|| median(&walls))
+}
+
+/// Summarises every (platform, level) that ran, in platform then level order.
+pub fn summarise(trials: &[TrialRecord], jobs: &[JobRecord]) -> Vec<LevelSummary> {
+    let mut keys: Vec<(Platform, u64)> = trials.iter().map(|t| (t.platform, t.runs)).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|(platform, runs)| level(trials, jobs, platform, runs))
+        .collect()
+}
+
+fn level(
+    trials: &[TrialRecord],
+    jobs: &[JobRecord],
+    platform: Platform,
+    runs: u64,
+) -> LevelSummary {
+    let mine: Vec<&TrialRecord> = trials
+        .iter()
+        .filter(|t| t.platform == platform && t.runs == runs)
+        .collect();
+    let warm_trials = warm(&mine);
+    let warm_numbers: Vec<u32> = warm_trials.iter().map(|t| t.trial).collect();
+    let warm_jobs: Vec<&JobRecord> = jobs
+        .iter()
+        .filter(|j| j.platform == platform && j.runs == runs && warm_numbers.contains(&j.trial))
+        .collect();
+    let walls: Vec<f64> = warm_trials.iter().map(|t| t.wall_ms).collect();
+    let overheads: Vec<f64> = warm_trials.iter().map(|t| t.overhead_per_job_ms).collect();
+    let component =
+        |f: fn(&JobRecord) -> f64| Summary::of(&warm_jobs.iter().map(|j| f(j)).collect::<Vec<_>>());
+    let own = median_wall(trials, platform, runs);
+    let ratio_to = |base: Platform| Some(median_wall(trials, base, runs)? / own?);
+    let calls = mine.first().map_or(0, |t| t.calls);
+    let extra = match (own, median_wall(trials, Platform::LocalAll, runs)) {
+        (Some(own), Some(all)) if calls > 0 => Some((own - all) / f64::from(calls)),
+        _ => None,
+    };
+    LevelSummary {
+        platform,
+        runs,
+        calls,
+        slots: mine.first().map_or(0, |t| t.slots),
+        cold_wall_ms: mine.iter().find(|t| t.cold).map_or(f64::NAN, |t| t.wall_ms),
+        wall_ms: Summary::of(&walls),
+        compute_per_call_ms: median(&warm_jobs.iter().map(|j| j.compute_ms).collect::<Vec<_>>()),
+        speedup_vs_local_1: ratio_to(Platform::Local1),
+        efficiency_vs_local_all: ratio_to(Platform::LocalAll),
+        overhead_per_job_ms: Summary::of(&overheads),
+        extra_vs_local_all_per_job_ms: extra,
+        jobs: JobSummary {
+            queue_wait_ms: component(|j| j.queue_wait_ms),
+            compute_ms: component(|j| j.compute_ms),
+            dispatch_ms: component(|j| j.dispatch_ms),
+            result_latency_ms: component(|j| j.result_latency_ms),
+            end_to_end_ms: component(|j| j.end_to_end_ms),
+        },
+        price_mismatches_vs_local_1: price_mismatches(jobs, platform, runs),
+    }
+}
+
+fn price_mismatches(jobs: &[JobRecord], platform: Platform, runs: u64) -> Option<u32> {
+    let reference: Vec<&JobRecord> = jobs
+        .iter()
+        .filter(|j| j.platform == Platform::Local1 && j.runs == runs)
+        .collect();
+    if reference.is_empty() {
+        return None;
+    }
+    let mismatches = jobs
+        .iter()
+        .filter(|j| j.platform == platform && j.runs == runs)
+        .filter(|j| {
+            reference
+                .iter()
+                .find(|r| r.trial == j.trial && r.index == j.index)
+                .is_none_or(|r| r.price.to_bits() != j.price.to_bits())
+        })
+        .count();
+    Some(u32::try_from(mismatches).unwrap_or(u32::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(platform: Platform, trial: u32, wall_ms: f64, slots: u32) -> TrialRecord {
+        let compute_ms = 900.0;
+        TrialRecord {
+            platform,
+            runs: 1000,
+            trial,
+            cold: trial == 1,
+            calls: 10,
+            slots,
+            wall_ms,
+            compute_ms,
+            overhead_per_job_ms: TrialRecord::overhead_per_job(slots, wall_ms, compute_ms, 10),
+            succeeded: 10,
+            mean_price: 9.5,
+            polls: 0,
+        }
+    }
+
+    #[test]
+    fn speedup_efficiency_and_overhead_use_warm_medians() {
+        let trials = vec![
+            trial(Platform::Local1, 1, 5000.0, 1),
+            trial(Platform::Local1, 2, 1000.0, 1),
+            trial(Platform::Local1, 3, 1200.0, 1),
+            trial(Platform::LocalAll, 1, 900.0, 2),
+            trial(Platform::LocalAll, 2, 500.0, 2),
+            trial(Platform::LocalAll, 3, 500.0, 2),
+            trial(Platform::Service, 1, 2000.0, 2),
+            trial(Platform::Service, 2, 520.0, 2),
+            trial(Platform::Service, 3, 580.0, 2),
+        ];
+        let summary = summarise(&trials, &[]);
+        let service = summary
+            .iter()
+            .find(|s| s.platform == Platform::Service)
+            .unwrap();
+        // Warm medians: local-1 1100, local-all 500, service 550.
+        assert_eq!(service.cold_wall_ms, 2000.0);
+        assert_eq!(service.wall_ms.unwrap().p50, 550.0);
+        assert!((service.speedup_vs_local_1.unwrap() - 2.0).abs() < 1e-12);
+        assert!((service.efficiency_vs_local_all.unwrap() - 500.0 / 550.0).abs() < 1e-12);
+        // (2 × 520 − 900)/10 = 14 and (2 × 580 − 900)/10 = 26 → median 20.
+        assert!((service.overhead_per_job_ms.unwrap().p50 - 20.0).abs() < 1e-12);
+        assert!((service.extra_vs_local_all_per_job_ms.unwrap() - 5.0).abs() < 1e-12);
+        let local1 = summary
+            .iter()
+            .find(|s| s.platform == Platform::Local1)
+            .unwrap();
+        assert!((local1.speedup_vs_local_1.unwrap() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_trial_counts_as_warm() {
+        let summary = summarise(&[trial(Platform::Local1, 1, 700.0, 1)], &[]);
+        assert_eq!(summary[0].wall_ms.unwrap().p50, 700.0);
+        assert_eq!(summary[0].efficiency_vs_local_all, None);
+    }
+}

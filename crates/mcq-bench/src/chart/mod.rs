@@ -1,0 +1,132 @@
+//! Charts drawn by the binary itself with plotters, each written as PNG and
+//! SVG. The font is compiled in, so no system font or external tool is needed.
+
+mod breakeven;
+mod timeline;
+mod wall;
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::anyhow;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+pub(crate) use breakeven::BreakEvenChart;
+pub(crate) use timeline::TimelineChart;
+pub(crate) use wall::WallChart;
+
+use crate::platform::Platform;
+
+/// DejaVu Sans (see `assets/DejaVuSans-LICENSE.txt`): the only font the charts use.
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+
+/// Family name under which the bundled font is registered.
+pub(crate) const FAMILY: &str = "sans-serif";
+
+/// Registers the bundled font with plotters once per process.
+fn register_font() -> anyhow::Result<()> {
+    static ONCE: Once = Once::new();
+    let mut outcome = Ok(());
+    ONCE.call_once(|| {
+        outcome = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
+            .map_err(|_| anyhow!("the bundled font could not be loaded"));
+    });
+    outcome
+}
+
+/// A chart that can draw itself on any plotters backend.
+pub(crate) trait Chart {
+    /// Pixel size (PNG) and user units (SVG).
+    fn size(&self) -> (u32, u32) {
+        (1000, 600)
+    }
+
+    /// Draws on `root`, which is already filled white.
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>;
+}
+
+/// Writes `chart` to `dir/name.png` and `dir/name.svg`; returns the two file names.
+pub(crate) fn save<C: Chart>(chart: &C, dir: &Path, name: &str) -> anyhow::Result<[String; 2]> {
+    register_font()?;
+    let png = format!("{name}.png");
+    let svg = format!("{name}.svg");
+    {
+        let path = dir.join(&png);
+        let root = BitMapBackend::new(&path, chart.size()).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| anyhow!("drawing {png}: {e}"))?;
+        chart.draw(&root)?;
+        root.present()
+            .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    }
+    {
+        let path = dir.join(&svg);
+        let root = SVGBackend::new(&path, chart.size()).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| anyhow!("drawing {svg}: {e}"))?;
+        chart.draw(&root)?;
+        root.present()
+            .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    }
+    Ok([png, svg])
+}
+
+/// Turns a plotters error (whose type depends on the backend) into ours.
+pub(crate) fn fail<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> anyhow::Error + '_ {
+    move |e| anyhow!("drawing {what}: {e}")
+}
+
+/// One colour per platform, the same in every chart.
+pub(crate) fn colour(platform: Platform) -> RGBColor {
+    match platform {
+        Platform::Local1 => RGBColor(214, 39, 40),
+        Platform::LocalAll => RGBColor(31, 119, 180),
+        Platform::Service => RGBColor(44, 160, 44),
+    }
+}
+
+/// Upper end of an axis starting at zero: a bit above the largest value.
+pub(crate) fn headroom(max: f64) -> f64 {
+    if max.is_finite() && max > 0.0 {
+        max * 1.12
+    } else {
+        1.0
+    }
+}
+
+/// A tick label with at most three significant digits and no exponent for the
+/// magnitudes a benchmark produces (0.0004 s, 12.5 s).
+pub(crate) fn short(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    let digits = (2 - value.abs().log10().floor() as i32).max(0) as usize;
+    let text = format!("{value:.digits$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_font_loads() {
+        register_font().unwrap();
+        // A second call must not fail either.
+        register_font().unwrap();
+    }
+
+    #[test]
+    fn short_labels_keep_three_significant_digits() {
+        assert_eq!(short(0.0004), "0.0004");
+        assert_eq!(short(0.00123456), "0.00123");
+        assert_eq!(short(0.01), "0.01");
+        assert_eq!(short(12.5), "12.5");
+        assert_eq!(short(1500.0), "1500");
+    }
+}

@@ -1,0 +1,187 @@
+//! Where a job's time goes: a timeline of every job of one trial (queue
+//! wait, compute, dispatch, result latency) and, below it, the mean of each
+//! part per platform.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{Chart, FAMILY, fail, headroom};
+use crate::platform::Platform;
+use crate::record::JobRecord;
+use crate::stats::mean;
+
+const QUEUE: RGBColor = RGBColor(170, 170, 170);
+const COMPUTE: RGBColor = RGBColor(31, 119, 180);
+const DISPATCH: RGBColor = RGBColor(255, 127, 14);
+const LATENCY: RGBColor = RGBColor(214, 39, 40);
+
+/// The breakdown chart.
+#[derive(Debug)]
+pub(crate) struct TimelineChart<'a> {
+    /// Jobs of the trial drawn as a timeline, in batch order.
+    pub trial_jobs: Vec<&'a JobRecord>,
+    /// What that trial was, for the title.
+    pub trial_title: String,
+    /// Jobs of the warm trials of every platform, for the mean bars.
+    pub warm_jobs: Vec<&'a JobRecord>,
+}
+
+/// The four parts of a job's time, with their chart colours.
+fn parts(job: &JobRecord) -> [(f64, f64, RGBColor); 4] {
+    let compute_end = job.started_ms + job.compute_ms;
+    [
+        (job.submitted_ms, job.started_ms, QUEUE),
+        (job.started_ms, compute_end, COMPUTE),
+        // Dispatch is drawn after the compute only for lack of a finer
+        // record: the worker's claim and its result write straddle it.
+        (compute_end, job.finished_ms.max(compute_end), DISPATCH),
+        (job.finished_ms, job.seen_ms, LATENCY),
+    ]
+}
+
+impl Chart for TimelineChart<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1000, 800)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let (upper, lower) = root.split_vertically(540);
+        self.draw_timeline(&upper)?;
+        self.draw_means(&lower)
+    }
+}
+
+impl TimelineChart<'_> {
+    fn draw_timeline<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> anyhow::Result<()> {
+        let n = self.trial_jobs.len().max(1) as f64;
+        let right = headroom(
+            self.trial_jobs
+                .iter()
+                .map(|j| j.seen_ms.max(j.finished_ms))
+                .fold(0.0, f64::max),
+        );
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("Where a job's time goes: {}", self.trial_title),
+                (FAMILY, 22),
+            )
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..right, -0.5f64..n - 0.5)
+            .map_err(fail("the timeline"))?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc("ms since the first submit")
+            .y_desc("job (batch order)")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .label_style((FAMILY, 13))
+            .axis_desc_style((FAMILY, 15))
+            .draw()
+            .map_err(fail("the timeline"))?;
+        let bars = self.trial_jobs.iter().enumerate().flat_map(|(i, job)| {
+            let y = i as f64;
+            parts(job)
+                .into_iter()
+                .filter(|(from, to, _)| to > from)
+                .map(move |(from, to, c)| {
+                    Rectangle::new([(from, y - 0.4), (to, y + 0.4)], c.filled())
+                })
+        });
+        chart.draw_series(bars).map_err(fail("the timeline"))?;
+        for (name, c) in [
+            ("queue wait", QUEUE),
+            ("compute", COMPUTE),
+            ("dispatch", DISPATCH),
+            ("result latency", LATENCY),
+        ] {
+            chart
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+                .map_err(fail("the timeline"))?
+                .label(name)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FAMILY, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(fail("the timeline"))?;
+        Ok(())
+    }
+
+    fn draw_means<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let rows: Vec<(Platform, [f64; 4])> = Platform::ALL
+            .into_iter()
+            .filter_map(|p| {
+                let jobs: Vec<&&JobRecord> =
+                    self.warm_jobs.iter().filter(|j| j.platform == p).collect();
+                if jobs.is_empty() {
+                    return None;
+                }
+                let avg = |f: fn(&JobRecord) -> f64| {
+                    mean(&jobs.iter().map(|j| f(j)).collect::<Vec<_>>()).max(0.0)
+                };
+                Some((
+                    p,
+                    [
+                        avg(|j| j.queue_wait_ms),
+                        avg(|j| j.compute_ms),
+                        avg(|j| j.dispatch_ms),
+                        avg(|j| j.result_latency_ms),
+                    ],
+                ))
+            })
+            .collect();
+        let right = headroom(
+            rows.iter()
+                .map(|(_, v)| v.iter().sum::<f64>())
+                .fold(0.0, f64::max),
+        );
+        let count = rows.len().max(1) as f64;
+        let mut chart = ChartBuilder::on(area)
+            .caption("Mean per job over the warm trials", (FAMILY, 18))
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(90)
+            .build_cartesian_2d(0f64..right, -0.5f64..count - 0.5)
+            .map_err(fail("the mean bars"))?;
+        let names: Vec<&str> = rows.iter().map(|(p, _)| p.name()).collect();
+        let label = |y: &f64| {
+            let i = y.round();
+            if (y - i).abs() < 1e-6 && i >= 0.0 {
+                names.get(i as usize).copied().unwrap_or("").to_owned()
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(rows.len().max(1) * 2 + 1)
+            .y_label_formatter(&label)
+            .x_desc("ms per job (queue wait, compute, dispatch, result latency)")
+            .label_style((FAMILY, 13))
+            .axis_desc_style((FAMILY, 15))
+            .draw()
+            .map_err(fail("the mean bars"))?;
+        let colours = [QUEUE, COMPUTE, DISPATCH, LATENCY];
+        let bars = rows.iter().enumerate().flat_map(|(i, (_, values))| {
+            let y = i as f64;
+            let mut left = 0.0;
+            values.iter().zip(colours).map(move |(v, c)| {
+                let rect = Rectangle::new([(left, y - 0.35), (left + v, y + 0.35)], c.filled());
+                left += v;
+                rect
+            })
+        });
+        chart.draw_series(bars).map_err(fail("the mean bars"))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,208 @@
+//! Runs a benchmark plan: every `runs` level, every trial, every platform,
+//! interleaved so that slow drift of a shared machine hits all platforms alike.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use mcq_kernel::Spec;
+
+use crate::local;
+use crate::platform::Platform;
+use crate::record::{JobRecord, TrialRecord};
+use crate::service::{PollOptions, Service, Target};
+use crate::stats::mean;
+use crate::trial::TrialOutcome;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Calls per batch.
+    pub calls: u32,
+    /// Paths per call, one value per level (ascending, no duplicates).
+    pub levels: Vec<u64>,
+    /// Trials per platform and level; the first is reported as cold.
+    pub trials: u32,
+    /// Platforms to run.
+    pub platforms: Vec<Platform>,
+    /// Call `i` of every batch uses seed `seed + i`, on every platform, so
+    /// all platforms compute the same prices.
+    pub seed: u64,
+    /// Threads of `local-all` (the machine's cores).
+    pub local_all_threads: usize,
+    /// How to reach the service (needed when `platforms` has it).
+    pub service: Option<Target>,
+    /// Polling of the service.
+    pub poll: PollOptions,
+    /// The `mcq` executable, to start a private service.
+    pub exe: PathBuf,
+    /// Working directory of a private service (data and logs).
+    pub service_dir: PathBuf,
+}
+
+/// What the runner tells its observer (the command's progress bars).
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The service is up.
+    ServiceReady {
+        /// Its URL.
+        url: String,
+        /// Its compute slots.
+        slots: u32,
+    },
+    /// A trial begins.
+    TrialStarted {
+        /// Platform.
+        platform: Platform,
+        /// Paths per call.
+        runs: u64,
+        /// Trial number.
+        trial: u32,
+        /// Calls in the batch.
+        calls: u32,
+    },
+    /// Calls finished so far in the current trial.
+    Progress(u64),
+    /// A trial ended.
+    TrialFinished(TrialRecord),
+}
+
+/// Everything measured.
+#[derive(Debug, Clone, Default)]
+pub struct Measurements {
+    /// One row per trial.
+    pub trials: Vec<TrialRecord>,
+    /// One row per call of every trial.
+    pub jobs: Vec<JobRecord>,
+}
+
+/// The batch of one level: the original sample's spec with `runs` paths and
+/// a distinct, reproducible seed per call.
+pub fn batch(calls: u32, runs: u64, seed: u64) -> Vec<Spec> {
+    (0..calls)
+        .map(|i| Spec {
+            runs: Some(runs),
+            seed: Some(seed.wrapping_add(u64::from(i))),
+            ..Spec::default()
+        })
+        .collect()
+}
+
+/// Runs the plan, reporting to `observer` as it goes.
+pub(crate) fn run(plan: &Plan, observer: &(dyn Fn(Event) + Sync)) -> anyhow::Result<Measurements> {
+    let one = local::pool(1)?;
+    let all = local::pool(plan.local_all_threads)?;
+    let mut service = match (&plan.service, plan.platforms.contains(&Platform::Service)) {
+        (Some(target), true) => {
+            let service = Service::connect(target, &plan.exe, &plan.service_dir)
+                .context("starting the service platform")?;
+            observer(Event::ServiceReady {
+                url: service.url().to_owned(),
+                slots: service.slots(),
+            });
+            Some(service)
+        }
+        (None, true) => anyhow::bail!("the service platform needs --server URL or --workers N"),
+        _ => None,
+    };
+    let mut out = Measurements::default();
+    for &runs in &plan.levels {
+        let specs = batch(plan.calls, runs, plan.seed);
+        for trial in 1..=plan.trials {
+            for &platform in &plan.platforms {
+                observer(Event::TrialStarted {
+                    platform,
+                    runs,
+                    trial,
+                    calls: plan.calls,
+                });
+                let outcome = match platform {
+                    Platform::Local1 | Platform::LocalAll => {
+                        let pool = if platform == Platform::Local1 {
+                            &one
+                        } else {
+                            &all
+                        };
+                        let done = std::sync::atomic::AtomicU64::new(0);
+                        let on_done = || {
+                            let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                            observer(Event::Progress(n));
+                        };
+                        local::run_trial(pool, &specs, &on_done)
+                    }
+                    Platform::Service => {
+                        let service = service.as_mut().context("the service is not connected")?;
+                        let label = format!("mcq bench compare: {runs} runs, trial {trial}");
+                        service
+                            .run_trial(&label, &specs, plan.poll, &|n| observer(Event::Progress(n)))
+                    }
+                }
+                .with_context(|| format!("{platform}, {runs} runs per call, trial {trial}"))?;
+                let record = trial_record(platform, runs, trial, &outcome);
+                out.jobs
+                    .extend(job_records(platform, runs, trial, &outcome));
+                observer(Event::TrialFinished(record.clone()));
+                out.trials.push(record);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn trial_record(platform: Platform, runs: u64, trial: u32, outcome: &TrialOutcome) -> TrialRecord {
+    let calls = u32::try_from(outcome.calls.len()).unwrap_or(u32::MAX);
+    let compute_ms: f64 = outcome.calls.iter().map(|c| c.breakdown.compute_ms).sum();
+    let prices: Vec<f64> = outcome.calls.iter().map(|c| c.price).collect();
+    TrialRecord {
+        platform,
+        runs,
+        trial,
+        cold: trial == 1,
+        calls,
+        slots: outcome.slots,
+        wall_ms: outcome.wall_ms,
+        compute_ms,
+        overhead_per_job_ms: TrialRecord::overhead_per_job(
+            outcome.slots,
+            outcome.wall_ms,
+            compute_ms,
+            calls,
+        ),
+        succeeded: calls,
+        mean_price: mean(&prices),
+        polls: outcome.polls,
+    }
+}
+
+fn job_records(
+    platform: Platform,
+    runs: u64,
+    trial: u32,
+    outcome: &TrialOutcome,
+) -> Vec<JobRecord> {
+    outcome
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            let b = &call.breakdown;
+            JobRecord {
+                platform,
+                runs,
+                trial,
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                job_id: call.job_id.map(|id| id.to_string()).unwrap_or_default(),
+                price: call.price,
+                std_error: call.std_error,
+                submitted_ms: b.submitted_ms,
+                started_ms: b.started_ms,
+                finished_ms: b.finished_ms,
+                seen_ms: b.seen_ms,
+                queue_wait_ms: b.queue_wait_ms,
+                compute_ms: b.compute_ms,
+                dispatch_ms: b.dispatch_ms,
+                result_latency_ms: b.result_latency_ms,
+                end_to_end_ms: b.end_to_end_ms,
+            }
+        })
+        .collect()
+}

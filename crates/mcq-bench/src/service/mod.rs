@@ -1,0 +1,236 @@
+//! The `service` platform: the batch submitted over HTTP, polled with one
+//! batch request per poll, and the job timings read page by page at the end.
+
+mod http;
+mod process;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use chrono::Utc;
+use mcq_kernel::Spec;
+
+use crate::breakdown::{Poll, ServerTimes, break_down};
+use crate::trial::{CallOutcome, TrialOutcome};
+use http::Api;
+pub use process::Backend;
+use process::ServiceProcesses;
+
+/// How the benchmark reaches a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// An already running server at this URL.
+    Server(String),
+    /// A private server the benchmark starts and stops itself.
+    Start(Backend),
+}
+
+/// Timing knobs of the service platform.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PollOptions {
+    /// Pause between batch polls. Shorter polls lower result latency but
+    /// cost the server (and, on a small machine, the workers) CPU.
+    pub interval: Duration,
+    /// Give up on a batch after this long.
+    pub timeout: Duration,
+}
+
+/// A reachable service, with the processes behind it when we started them.
+#[derive(Debug)]
+pub(crate) struct Service {
+    api: Api,
+    runtime: tokio::runtime::Runtime,
+    processes: Option<ServiceProcesses>,
+    slots: u32,
+}
+
+impl Service {
+    /// Connects to (or starts) the service and waits until it is ready and,
+    /// when we started it, until its workers have registered. `exe` is the
+    /// `mcq` executable; `dir` holds a started server's data and logs.
+    pub(crate) fn connect(target: &Target, exe: &Path, dir: &Path) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("building the async runtime for the HTTP client")?;
+        let (processes, url, expected_workers) = match target {
+            Target::Server(url) => (None, url.clone(), None),
+            Target::Start(backend) => {
+                let processes = ServiceProcesses::start(exe, backend, dir)?;
+                let url = processes.url().to_owned();
+                let workers = match backend {
+                    Backend::Embedded { workers } | Backend::Postgres { workers, .. } => *workers,
+                };
+                (Some(processes), url, Some(workers))
+            }
+        };
+        let api = Api::new(&url)?;
+        let mut service = Self {
+            api,
+            runtime,
+            processes,
+            slots: 0,
+        };
+        service.wait_ready(expected_workers)?;
+        Ok(service)
+    }
+
+    /// Computations the service's workers run at once.
+    pub(crate) fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    /// The server's base URL.
+    pub(crate) fn url(&self) -> &str {
+        self.api.base()
+    }
+
+    fn wait_ready(&mut self, expected_workers: Option<u32>) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(processes) = &mut self.processes {
+                processes.check_alive()?;
+            }
+            if self.runtime.block_on(self.api.ready()) {
+                let workers = self
+                    .runtime
+                    .block_on(self.api.workers())
+                    .unwrap_or_default();
+                let concurrency: u32 = workers.iter().map(|w| w.concurrency).sum();
+                let registered = u32::try_from(workers.len()).unwrap_or(u32::MAX);
+                match expected_workers {
+                    Some(expected) if registered >= expected => {
+                        self.slots = concurrency.max(expected);
+                        return Ok(());
+                    }
+                    None if registered > 0 => {
+                        self.slots = concurrency.max(1);
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the service at {} was not ready with its workers within 60 s",
+                    self.api.base()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs the batch once: submit, poll the batch until done, then read the
+    /// jobs' server-side timestamps. `on_progress` gets the number of
+    /// finished jobs after each poll.
+    pub(crate) fn run_trial(
+        &mut self,
+        label: &str,
+        specs: &[Spec],
+        options: PollOptions,
+        on_progress: &dyn Fn(u64),
+    ) -> anyhow::Result<TrialOutcome> {
+        if let Some(processes) = &mut self.processes {
+            processes.check_alive()?;
+        }
+        let api = &self.api;
+        let slots = self.slots;
+        self.runtime.block_on(async move {
+            let origin = Utc::now();
+            let start = Instant::now();
+            let accepted = api.submit(label, specs).await?;
+            let mut polls = Vec::new();
+            loop {
+                let view = api.batch(accepted.id).await?;
+                let finished = view.counts.succeeded + view.counts.failed + view.counts.cancelled;
+                polls.push(Poll {
+                    received: Utc::now(),
+                    finished,
+                });
+                on_progress(finished);
+                if view.done {
+                    break;
+                }
+                if start.elapsed() > options.timeout {
+                    bail!(
+                        "batch {} not done after {:?} ({finished} of {} finished)",
+                        accepted.id,
+                        options.timeout,
+                        view.total
+                    );
+                }
+                tokio::time::sleep(options.interval).await;
+            }
+            let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+            let mut jobs = api.jobs(accepted.id).await?;
+            if jobs.len() != specs.len() {
+                bail!(
+                    "batch {} lists {} jobs, expected {}",
+                    accepted.id,
+                    jobs.len(),
+                    specs.len()
+                );
+            }
+            // Put the jobs in submission order, whatever order the pages use.
+            let position = |id| accepted.job_ids.iter().position(|j| *j == id);
+            jobs.sort_by_key(|job| position(job.id));
+            let mut times = Vec::with_capacity(jobs.len());
+            for (job, expected) in jobs.iter().zip(&accepted.job_ids) {
+                if job.id != *expected {
+                    bail!(
+                        "batch {} returned job {} that it did not accept",
+                        accepted.id,
+                        job.id
+                    );
+                }
+                if job.state != "succeeded" {
+                    bail!(
+                        "job {} ended {}: {}",
+                        job.id,
+                        job.state,
+                        job.error.as_deref().unwrap_or("no error text")
+                    );
+                }
+                let t = &job.timings;
+                let (Some(started_at), Some(finished_at), Some(compute_ms)) =
+                    (t.started_at, t.finished_at, t.compute_ms)
+                else {
+                    bail!(
+                        "job {} succeeded without start/finish timestamps and compute time",
+                        job.id
+                    );
+                };
+                times.push(ServerTimes {
+                    submitted_at: t.submitted_at,
+                    started_at,
+                    finished_at,
+                    compute_ms,
+                });
+            }
+            let parts = break_down(origin, &times, &polls);
+            let calls = jobs
+                .iter()
+                .zip(parts)
+                .map(|(job, breakdown)| {
+                    let result = job
+                        .result
+                        .as_ref()
+                        .context("a succeeded job without a result")?;
+                    Ok(CallOutcome {
+                        job_id: Some(job.id),
+                        price: result.price,
+                        std_error: result.std_error,
+                        breakdown,
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(TrialOutcome {
+                wall_ms,
+                slots,
+                calls,
+                polls: u32::try_from(polls.len()).unwrap_or(u32::MAX),
+            })
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! The terminal table printed at the end of a run.
+
+use std::fmt::Write;
+
+use crate::analysis::LevelSummary;
+use crate::breakeven::{BreakEven, Crossing, CrossingKind};
+
+fn num(value: Option<f64>, decimals: usize) -> String {
+    match value {
+        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
+        _ => "-".to_owned(),
+    }
+}
+
+/// One row per platform and level: wall times, ratios, overhead and the
+/// median of each part of a job's time.
+pub(crate) fn render(levels: &[LevelSummary]) -> String {
+    let header = [
+        "platform",
+        "runs",
+        "slots",
+        "cold s",
+        "warm p50 s",
+        "min s",
+        "speedup",
+        "eff vs all",
+        "ovh/job ms",
+        "queue p50",
+        "dispatch p50",
+        "latency p50",
+        "same prices",
+    ];
+    let rows: Vec<[String; 13]> = levels
+        .iter()
+        .map(|l| {
+            let p50 = |s: Option<crate::stats::Summary>| num(s.map(|s| s.p50), 2);
+            [
+                l.platform.to_string(),
+                format!("{}", l.runs),
+                l.slots.to_string(),
+                num(Some(l.cold_wall_ms / 1e3), 3),
+                num(l.wall_ms.map(|s| s.p50 / 1e3), 3),
+                num(l.wall_ms.map(|s| s.min / 1e3), 3),
+                num(l.speedup_vs_local_1, 2),
+                num(l.efficiency_vs_local_all, 2),
+                num(l.overhead_per_job_ms.map(|s| s.p50), 3),
+                p50(l.jobs.queue_wait_ms),
+                num(l.jobs.dispatch_ms.map(|s| s.p50), 3),
+                p50(l.jobs.result_latency_ms),
+                match l.price_mismatches_vs_local_1 {
+                    None => "-".to_owned(),
+                    Some(0) => "yes".to_owned(),
+                    Some(n) => format!("NO ({n})"),
+                },
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        for (i, (cell, w)) in cells.zip(widths).enumerate() {
+            // Text left, numbers right: the first column is the only text one.
+            let _ = if i == 0 {
+                write!(out, "{cell:<w$}  ")
+            } else {
+                write!(out, "{cell:>w$}  ")
+            };
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+    };
+    line(&mut out, &mut header.iter().copied());
+    for row in &rows {
+        line(&mut out, &mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+fn describe(crossing: Option<&Crossing>) -> String {
+    match crossing {
+        None => "not measured (needs the platforms to compare)".to_owned(),
+        Some(c) => {
+            let runs = c.runs.map_or("-".to_owned(), |r| format!("{r:.0}"));
+            let compute = num(c.compute_per_call_ms, 3);
+            match c.kind {
+                CrossingKind::Interpolated => {
+                    format!("≈ {runs} runs per call (≈ {compute} ms of compute per call)")
+                }
+                CrossingKind::AtOrBelowSmallest => {
+                    format!("at or below the smallest level, {runs} runs ({compute} ms per call)")
+                }
+                CrossingKind::NotReached => "not reached at the largest level measured".to_owned(),
+            }
+        }
+    }
+}
+
+/// The break-even lines printed after the table.
+pub(crate) fn render_break_even(analysis: &BreakEven) -> String {
+    format!(
+        "break-even, service beats local-1: {}\nservice reaches 90% of local-all: {}\n",
+        describe(analysis.service_beats_local_1.as_ref()),
+        describe(analysis.service_reaches_90pct_of_local_all.as_ref())
+    )
+}
