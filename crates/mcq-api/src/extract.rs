@@ -7,8 +7,11 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use mcq_client::FieldProblem;
+use axum::extract::Path;
+use mcq_client::{BatchRequest, FieldProblem};
+use mcq_kernel::Spec;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::AppState;
@@ -19,7 +22,41 @@ use crate::problem::ApiError;
 #[derive(Debug)]
 pub(crate) struct JsonBody<T>(pub(crate) T);
 
-impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+/// What the top level of a body must look like beyond what serde checks:
+/// serde accepts a JSON array for a struct (fields by position), which
+/// would turn `[]` into an all-defaults spec.
+pub(crate) trait Shape {
+    /// The first value of the wrong kind, as a field problem.
+    fn check(value: &Value) -> Result<(), FieldProblem>;
+}
+
+fn expect_object(value: &Value, pointer: String) -> Result<(), FieldProblem> {
+    if value.is_object() {
+        Ok(())
+    } else {
+        Err(FieldProblem { pointer, detail: "expected a JSON object (a pricing spec)".into() })
+    }
+}
+
+impl Shape for Spec {
+    fn check(value: &Value) -> Result<(), FieldProblem> {
+        expect_object(value, String::new())
+    }
+}
+
+impl Shape for BatchRequest {
+    fn check(value: &Value) -> Result<(), FieldProblem> {
+        expect_object(value, String::new())?;
+        if let Some(Value::Array(jobs)) = value.get("jobs") {
+            for (i, job) in jobs.iter().enumerate() {
+                expect_object(job, format!("/jobs/{i}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: DeserializeOwned + Shape> FromRequest<AppState> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
@@ -52,19 +89,22 @@ fn body_error(err: &BytesRejection, limit: usize) -> ApiError {
 }
 
 /// Decodes `bytes` as `T`, naming the JSON pointer of the value that failed.
-pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+pub(crate) fn decode<T: DeserializeOwned + Shape>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Syntax first (this also rejects trailing data), then shape, then types.
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|err| ApiError::Malformed { detail: format!("invalid JSON: {err}"), errors: vec![] })?;
+    T::check(&value).map_err(|problem| ApiError::Malformed {
+        detail: format!("unexpected JSON shape at '{}': {}", problem.pointer, problem.detail),
+        errors: vec![problem],
+    })?;
+    serde_path_to_error::deserialize(value).map_err(|err| {
         let pointer = pointer(err.path());
         let inner = err.into_inner();
-        let errors = if inner.is_data() { vec![FieldProblem { pointer, detail: inner.to_string() }] } else { vec![] };
-        ApiError::Malformed { detail: format!("invalid JSON: {inner}"), errors }
-    })?;
-    // Trailing data after the document is malformed too.
-    deserializer
-        .end()
-        .map_err(|err| ApiError::Malformed { detail: format!("invalid JSON: {err}"), errors: vec![] })?;
-    Ok(value)
+        ApiError::Malformed {
+            detail: format!("invalid request: {inner}"),
+            errors: vec![FieldProblem { pointer, detail: inner.to_string() }],
+        }
+    })
 }
 
 /// An RFC 6901 pointer for a serde path.
@@ -82,6 +122,22 @@ fn pointer(path: &serde_path_to_error::Path) -> String {
         }
     }
     out
+}
+
+/// The `{id}` path segment as sent. A segment that does not even decode
+/// (invalid percent-encoding or UTF-8) names nothing that exists: 404.
+#[derive(Debug)]
+pub(crate) struct RawId(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RawId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(raw)) => Ok(RawId(raw)),
+            Err(_) => Err(ApiError::NotFound { what: "job or batch", id: "(undecodable)".into() }),
+        }
+    }
 }
 
 /// Parses a path id; anything that is not a UUID is an unknown id (404).

@@ -134,6 +134,12 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::IdempotencyConflict => ApiError::IdempotencyConflict,
+            // The handlers validate first, so this only fires if the queue
+            // is stricter than the kernel; it is still the client's input.
+            StoreError::InvalidSpec { index, message } => ApiError::InvalidSpec {
+                detail: format!("job {index}: {message}"),
+                errors: Vec::new(),
+            },
             StoreError::Database(db) if is_unreachable(&db) => {
                 tracing::warn!(error = %db, "database unreachable");
                 ApiError::Unavailable

@@ -2,13 +2,13 @@
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use mcq_client::{BatchCancelled, JobCancelled, JobPage, Problem, WorkerList};
 use mcq_queue::{BatchView, JobView};
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::extract::parse_id;
+use crate::extract::{RawId, parse_id};
 use crate::problem::ApiError;
 
 /// Jobs per page when `limit` is not given.
@@ -28,7 +28,7 @@ pub(crate) const MAX_PAGE: u32 = 1000;
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
-pub(crate) async fn get_job(State(state): State<AppState>, Path(raw): Path<String>) -> Result<Json<JobView>, ApiError> {
+pub(crate) async fn get_job(State(state): State<AppState>, RawId(raw): RawId) -> Result<Json<JobView>, ApiError> {
     let id = parse_id(&raw, "job")?;
     let view = state.store.job(id).await?.ok_or(ApiError::NotFound { what: "job", id: raw })?;
     Ok(Json(view))
@@ -48,7 +48,7 @@ pub(crate) async fn get_job(State(state): State<AppState>, Path(raw): Path<Strin
 )]
 pub(crate) async fn get_batch(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    RawId(raw): RawId,
 ) -> Result<Json<BatchView>, ApiError> {
     let id = parse_id(&raw, "batch")?;
     let view = state.store.batch(id).await?.ok_or(ApiError::NotFound { what: "batch", id: raw })?;
@@ -82,7 +82,7 @@ pub(crate) struct PageQuery {
 )]
 pub(crate) async fn batch_jobs(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    RawId(raw): RawId,
     query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Json<JobPage>, ApiError> {
     let id = parse_id(&raw, "batch")?;
@@ -128,7 +128,7 @@ pub(crate) async fn batch_jobs(
 )]
 pub(crate) async fn cancel_job(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    RawId(raw): RawId,
 ) -> Result<Json<JobCancelled>, ApiError> {
     let id = parse_id(&raw, "job")?;
     let state = state.store.cancel_job(id).await?.ok_or(ApiError::NotFound { what: "job", id: raw })?;
@@ -149,7 +149,7 @@ pub(crate) async fn cancel_job(
 )]
 pub(crate) async fn cancel_batch(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    RawId(raw): RawId,
 ) -> Result<Json<BatchCancelled>, ApiError> {
     let id = parse_id(&raw, "batch")?;
     let cancelled = state.store.cancel_batch(id).await?.ok_or(ApiError::NotFound { what: "batch", id: raw })?;
