@@ -4,11 +4,14 @@
 //! machine is written down in `docs/state-machine.md`.
 //!
 //! One [`Store`] type serves both backends: PostgreSQL for many machines,
-//! SQLite for the embedded single-machine default.
+//! SQLite for the embedded single-machine default. All SQL of a database
+//! lives in its module ([`postgres`](crate::postgres), `sqlite`).
 
+mod plan;
+mod postgres;
+mod sqlite;
+mod store;
 mod types;
 
+pub use store::{MAX_PAGE, QueueConfig, Store, StoreError};
 pub use types::*;
-mod store;
-
-pub use store::{QueueConfig, Store, StoreError};

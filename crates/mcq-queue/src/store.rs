@@ -1,11 +1,14 @@
-//! The one storage interface: every method exists for both backends.
-//! (Signatures are the contract other crates build against; the queue owner
-//! fills in the bodies and may add methods, but should not rename these.)
+//! The one storage interface: every method exists for both backends, and
+//! dispatches to the module holding that database's SQL.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::postgres::PgQueue;
+use crate::sqlite::SqliteQueue;
 use crate::types::*;
 
 /// Errors of the queue.
@@ -26,6 +29,17 @@ pub enum StoreError {
     /// Stored data could not be decoded (a bug or a foreign writer).
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// A submitted spec failed the kernel's validation (nothing was stored).
+    #[error("job {index}: invalid spec: {message}")]
+    InvalidSpec {
+        /// Position of the job in the submission.
+        index: usize,
+        /// Every problem found, joined.
+        message: String,
+    },
+    /// The queue configuration is unusable.
+    #[error("invalid queue configuration: {0}")]
+    Config(String),
 }
 
 /// Knobs of the queue (defaults are what users get without flags).
@@ -43,109 +57,227 @@ pub struct QueueConfig {
     pub retention: Duration,
 }
 
-/// A connection pool to one backend.
+impl Default for QueueConfig {
+    /// Recovery within seconds: a 10 s lease, renewed by heartbeats.
+    fn default() -> Self {
+        QueueConfig {
+            lease: Duration::from_secs(10),
+            max_attempts: 3,
+            retry_backoff: Duration::from_secs(1),
+            chunks_per_task: 16,
+            retention: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Rejects settings under which the queue cannot work.
+    fn check(&self) -> Result<(), StoreError> {
+        if self.lease < Duration::from_millis(10) {
+            return Err(StoreError::Config(format!(
+                "lease must be at least 10 ms (got {:?})",
+                self.lease
+            )));
+        }
+        if self.max_attempts == 0 {
+            return Err(StoreError::Config("max_attempts must be at least 1".into()));
+        }
+        if self.chunks_per_task == 0 {
+            return Err(StoreError::Config(
+                "chunks_per_task must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A connection pool to one backend. Cheap to clone: clones share the pool.
 #[derive(Debug, Clone)]
 pub struct Store {
-    _private: (),
+    backend: Backend,
+    config: Arc<QueueConfig>,
+    refused: Arc<AtomicU64>,
+}
+
+/// The database behind a [`Store`].
+#[derive(Debug, Clone)]
+enum Backend {
+    Postgres(PgQueue),
+    Sqlite(SqliteQueue),
+}
+
+/// Runs the same method on whichever backend the store has.
+macro_rules! dispatch {
+    ($store:expr, $q:ident => $call:expr) => {
+        match &$store.backend {
+            Backend::Postgres($q) => $call,
+            Backend::Sqlite($q) => $call,
+        }
+    };
 }
 
 impl Store {
     /// Connects to `postgres://…` or `sqlite:…` (file created if missing).
     pub async fn connect(url: &str, config: QueueConfig) -> Result<Store, StoreError> {
-        let _ = (url, config);
-        todo!("queue")
+        config.check()?;
+        let config = Arc::new(config);
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres(PgQueue::connect(url, config.clone()).await?)
+        } else if url.starts_with("sqlite:") {
+            Backend::Sqlite(SqliteQueue::connect(url, config.clone()).await?)
+        } else {
+            return Err(StoreError::UnsupportedUrl(url.to_owned()));
+        };
+        Ok(Store {
+            backend,
+            config,
+            refused: Arc::new(AtomicU64::new(0)),
+        })
     }
     /// Applies the embedded migrations of this backend.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        todo!("queue")
+        dispatch!(self, q => q.migrate().await)
     }
     /// Cheap round trip, for readiness checks.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        todo!("queue")
+        dispatch!(self, q => q.ping().await)
     }
+    /// The configuration this store was opened with.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+    /// `"postgres"` or `"sqlite"`.
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            Backend::Postgres(_) => "postgres",
+            Backend::Sqlite(_) => "sqlite",
+        }
+    }
+    /// Completions, failures and releases refused by fencing (the lease was
+    /// lost) through this store since it was opened: late workers.
+    pub fn refused_count(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+    /// Closes the pools (waits for connections in use to come back).
+    pub async fn close(&self) {
+        dispatch!(self, q => q.close().await)
+    }
+
     /// Enqueues a job or a batch in bulk, all or nothing.
     pub async fn submit(&self, submission: Submission) -> Result<Submitted, StoreError> {
-        let _ = submission;
-        todo!("queue")
+        dispatch!(self, q => q.submit(submission).await)
     }
     /// One job with its result, if it exists.
     pub async fn job(&self, id: Uuid) -> Result<Option<JobView>, StoreError> {
-        let _ = id;
-        todo!("queue")
+        dispatch!(self, q => q.job(id).await)
     }
     /// Counts, statistics and timings of a batch, in one query.
     pub async fn batch(&self, id: Uuid) -> Result<Option<BatchView>, StoreError> {
-        let _ = id;
-        todo!("queue")
+        dispatch!(self, q => q.batch(id).await)
     }
-    /// A page of a batch's jobs in submission order, after job `after`.
-    /// `None` when the batch does not exist.
-    pub async fn batch_jobs(&self, id: Uuid, after: Option<Uuid>, limit: u32) -> Result<Option<Vec<JobView>>, StoreError> {
-        let _ = (id, after, limit);
-        todo!("queue")
+    /// A page of a batch's jobs in submission order, after job `after`
+    /// (an `after` that is not in the batch gives an empty page). `limit`
+    /// is capped at [`MAX_PAGE`]. `None` when the batch does not exist.
+    pub async fn batch_jobs(
+        &self,
+        id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Option<Vec<JobView>>, StoreError> {
+        let limit = limit.clamp(1, MAX_PAGE);
+        dispatch!(self, q => q.batch_jobs(id, after, limit).await)
     }
     /// Cancels a job that has not finished; returns its state afterwards.
     pub async fn cancel_job(&self, id: Uuid) -> Result<Option<JobState>, StoreError> {
-        let _ = id;
-        todo!("queue")
+        dispatch!(self, q => q.cancel_job(id).await)
     }
     /// Cancels every unfinished job of a batch; returns how many were cancelled.
     pub async fn cancel_batch(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
-        let _ = id;
-        todo!("queue")
+        dispatch!(self, q => q.cancel_batch(id).await)
     }
-    /// Workers that sent a heartbeat recently.
+    /// Workers that sent a heartbeat within three leases.
     pub async fn workers(&self) -> Result<Vec<WorkerView>, StoreError> {
-        todo!("queue")
+        dispatch!(self, q => q.workers().await)
     }
 
     /// Registers a worker process.
     pub async fn register_worker(&self, info: WorkerInfo) -> Result<Uuid, StoreError> {
-        let _ = info;
-        todo!("queue")
+        dispatch!(self, q => q.register_worker(info).await)
     }
     /// Renews the worker's heartbeat and the leases of all tasks it holds;
-    /// returns the ids of its tasks whose jobs were cancelled.
+    /// returns the ids of its tasks whose jobs were cancelled (each is
+    /// reported once; its lease is gone, so finishing it is refused).
     pub async fn heartbeat(&self, worker: Uuid) -> Result<Vec<i64>, StoreError> {
-        let _ = worker;
-        todo!("queue")
+        dispatch!(self, q => q.heartbeat(worker).await)
     }
     /// Claims up to `max` runnable tasks (queued, or running with an expired lease).
     pub async fn claim(&self, worker: Uuid, max: u32) -> Result<Vec<ClaimedTask>, StoreError> {
-        let _ = (worker, max);
-        todo!("queue")
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        dispatch!(self, q => q.claim(worker, max).await)
     }
     /// Records finished tasks, fenced by their lease tokens; a job's result
     /// is written in the same transaction as its last task. Returns the ids
     /// of tasks whose completion was refused (lease lost).
-    pub async fn complete(&self, worker: Uuid, done: Vec<TaskDone>) -> Result<Vec<i64>, StoreError> {
-        let _ = (worker, done);
-        todo!("queue")
+    pub async fn complete(
+        &self,
+        worker: Uuid,
+        done: Vec<TaskDone>,
+    ) -> Result<Vec<i64>, StoreError> {
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
+        let refused = dispatch!(self, q => q.complete(worker, done).await)?;
+        self.count_refused(refused.len());
+        Ok(refused)
     }
     /// Records a failed attempt (fenced); retried with backoff or fails the job.
     /// Returns false when the lease was already lost.
-    pub async fn fail(&self, worker: Uuid, task_id: i64, lease_token: Uuid, error: &str) -> Result<bool, StoreError> {
-        let _ = (worker, task_id, lease_token, error);
-        todo!("queue")
+    pub async fn fail(
+        &self,
+        worker: Uuid,
+        task_id: i64,
+        lease_token: Uuid,
+        error: &str,
+    ) -> Result<bool, StoreError> {
+        let accepted = dispatch!(self, q => q.fail(worker, task_id, lease_token, error).await)?;
+        self.count_refused(usize::from(!accepted));
+        Ok(accepted)
     }
     /// Hands tasks back to the queue without counting an attempt (shutdown).
+    /// Tasks whose lease was already lost are left alone.
     pub async fn release(&self, worker: Uuid, tasks: &[(i64, Uuid)]) -> Result<(), StoreError> {
-        let _ = (worker, tasks);
-        todo!("queue")
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let released = dispatch!(self, q => q.release(worker, tasks).await)?;
+        self.count_refused(tasks.len().saturating_sub(released));
+        Ok(())
     }
     /// Removes a worker at shutdown.
     pub async fn deregister(&self, worker: Uuid) -> Result<(), StoreError> {
-        let _ = worker;
-        todo!("queue")
+        dispatch!(self, q => q.deregister(worker).await)
     }
     /// Waits until work may be available (NOTIFY on PostgreSQL, an
-    /// in-process signal on SQLite) or `timeout` passes.
+    /// in-process signal on SQLite) or `timeout` passes. May return early
+    /// without work: callers just claim again.
     pub async fn wait_for_work(&self, timeout: Duration) {
-        let _ = timeout;
-        todo!("queue")
+        dispatch!(self, q => q.wait_for_work(timeout).await)
     }
-    /// Deletes finished jobs, results and tasks older than the retention.
+    /// Deletes finished jobs, results and tasks older than the retention
+    /// (and expired idempotency keys), in bounded chunks; returns the number
+    /// of jobs deleted.
     pub async fn prune(&self) -> Result<u64, StoreError> {
-        todo!("queue")
+        dispatch!(self, q => q.prune().await)
+    }
+
+    fn count_refused(&self, n: usize) {
+        if n > 0 {
+            self.refused.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 }
+
+/// Most jobs one page of [`Store::batch_jobs`] returns.
+pub const MAX_PAGE: u32 = 1000;

@@ -1,0 +1,183 @@
+//! Backend-independent logic around the SQL: how a submission is cut into
+//! tasks, how a finished job's task outputs become its result, and the
+//! spelling of states in the database.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use mcq_kernel::{Partial, PriceResult, Spec, ValidSpec};
+use uuid::Uuid;
+
+use crate::store::StoreError;
+use crate::types::{JobState, Submission};
+
+/// One job of a submission, ready to insert.
+#[derive(Debug, Clone)]
+pub(crate) struct PlannedJob {
+    /// New job id (UUIDv7: time-ordered, so the primary key index stays compact).
+    pub(crate) id: Uuid,
+    /// The spec as stored: defaults filled, seed drawn.
+    pub(crate) spec_json: String,
+    /// Chunk ranges of its tasks; one `None` for a whole-job task.
+    pub(crate) tasks: Vec<Option<Range<u64>>>,
+}
+
+/// A submission cut into jobs and tasks.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// Batch id when submitted as a batch.
+    pub(crate) batch_id: Option<Uuid>,
+    /// Jobs in submission order.
+    pub(crate) jobs: Vec<PlannedJob>,
+}
+
+impl Plan {
+    /// Number of tasks over all jobs.
+    pub(crate) fn task_count(&self) -> usize {
+        self.jobs.iter().map(|j| j.tasks.len()).sum()
+    }
+
+    /// Job ids in submission order.
+    pub(crate) fn job_ids(&self) -> Vec<Uuid> {
+        self.jobs.iter().map(|j| j.id).collect()
+    }
+}
+
+/// Validates every spec of a submission and splits each job into tasks of
+/// `chunks_per_task` kernel chunks. Nothing touches the database, so an
+/// invalid spec rejects the whole submission before any write.
+pub(crate) fn plan(submission: &Submission, chunks_per_task: u64) -> Result<Plan, StoreError> {
+    if submission.jobs.is_empty() {
+        return Err(StoreError::InvalidSpec {
+            index: 0,
+            message: "a submission needs at least one job".into(),
+        });
+    }
+    let per_task = chunks_per_task.max(1);
+    // Validation builds the kernel's tables; specs of a batch usually differ
+    // only in their seed, so the chunk count is remembered per seedless spec.
+    let mut chunk_counts: HashMap<String, (Option<u64>, bool)> = HashMap::new();
+    let mut jobs = Vec::with_capacity(submission.jobs.len());
+    for (index, spec) in submission.jobs.iter().enumerate() {
+        let (stored, chunks) = checked_spec(spec, index, &mut chunk_counts)?;
+        let spec_json =
+            serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let tasks = match chunks {
+            None => vec![None],
+            Some(count) => (0..count.div_ceil(per_task).max(1))
+                .map(|t| Some(t * per_task..((t + 1) * per_task).min(count)))
+                .collect(),
+        };
+        jobs.push(PlannedJob {
+            id: Uuid::now_v7(),
+            spec_json,
+            tasks,
+        });
+    }
+    let batch_id = submission.as_batch.then(Uuid::now_v7);
+    Ok(Plan { batch_id, jobs })
+}
+
+/// The spec to store and its chunk count, validating through the kernel
+/// once per distinct seedless spec.
+fn checked_spec(
+    spec: &Spec,
+    index: usize,
+    cache: &mut HashMap<String, (Option<u64>, bool)>,
+) -> Result<(Spec, Option<u64>), StoreError> {
+    let invalid = |errors: Vec<mcq_kernel::SpecError>| StoreError::InvalidSpec {
+        index,
+        message: errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    if spec.seed.is_none() {
+        // The kernel draws the seed (or drops it for `exact`): keep its spec.
+        let valid = spec.validate().map_err(invalid)?;
+        return Ok((valid.spec().clone(), valid.chunk_count()));
+    }
+    let seedless = Spec {
+        seed: None,
+        ..spec.clone()
+    };
+    let key = serde_json::to_string(&seedless).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if let Some(&(chunks, drops_seed)) = cache.get(&key) {
+        let seed = if drops_seed { None } else { spec.seed };
+        return Ok((Spec { seed, ..seedless }, chunks));
+    }
+    let valid = spec.validate().map_err(invalid)?;
+    let chunks = valid.chunk_count();
+    if cache.len() < 1024 {
+        // The kernel drops the seed of specs that do not use one (`exact`).
+        cache.insert(key, (chunks, valid.spec().seed.is_none()));
+    }
+    Ok((valid.spec().clone(), chunks))
+}
+
+/// Parses a stored spec and validates it for `finish`.
+pub(crate) fn valid_spec(spec_json: &str) -> Result<ValidSpec, StoreError> {
+    let spec: Spec = serde_json::from_str(spec_json)
+        .map_err(|e| StoreError::Corrupt(format!("stored spec: {e}")))?;
+    spec.validate()
+        .map_err(|errors| StoreError::Corrupt(format!("stored spec no longer valid: {errors:?}")))
+}
+
+/// Serialises a task's partial for the `tasks.partial` column.
+pub(crate) fn partial_json(partial: &Partial) -> Result<String, StoreError> {
+    serde_json::to_string(partial).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Merges the partials of all of a job's tasks and finishes the estimate.
+/// The merge is exact, so their order does not matter; `compute_ms` is the
+/// kernel time summed over the tasks.
+pub(crate) fn finish_from_partials<'a>(
+    spec_json: &str,
+    partials: impl IntoIterator<Item = &'a str>,
+    compute_ms: f64,
+) -> Result<PriceResult, StoreError> {
+    let valid = valid_spec(spec_json)?;
+    let mut merged = Partial::default();
+    for text in partials {
+        let partial: Partial = serde_json::from_str(text)
+            .map_err(|e| StoreError::Corrupt(format!("stored partial: {e}")))?;
+        merged.merge(&partial);
+    }
+    Ok(valid.finish(&merged, compute_ms))
+}
+
+/// Serialises a result for the `results.result` column.
+pub(crate) fn result_json(result: &PriceResult) -> Result<String, StoreError> {
+    serde_json::to_string(result).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Reads a state column.
+pub(crate) fn parse_state(text: &str) -> Result<JobState, StoreError> {
+    Ok(match text {
+        "queued" => JobState::Queued,
+        "running" => JobState::Running,
+        "succeeded" => JobState::Succeeded,
+        "failed" => JobState::Failed,
+        "cancelled" => JobState::Cancelled,
+        other => return Err(StoreError::Corrupt(format!("unknown state {other:?}"))),
+    })
+}
+
+/// Parses a stored spec for a view or a claim.
+pub(crate) fn parse_spec(text: &str) -> Result<Spec, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("stored spec: {e}")))
+}
+
+/// Parses a stored result for a view.
+pub(crate) fn parse_result(text: &str) -> Result<PriceResult, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("stored result: {e}")))
+}
+
+/// A chunk range from its two nullable columns.
+pub(crate) fn chunk_range(start: Option<i64>, end: Option<i64>) -> Option<Range<u64>> {
+    match (start, end) {
+        (Some(s), Some(e)) => Some(u64::try_from(s).unwrap_or(0)..u64::try_from(e).unwrap_or(0)),
+        _ => None,
+    }
+}

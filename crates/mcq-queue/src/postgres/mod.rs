@@ -1,0 +1,74 @@
+//! The PostgreSQL backend: every SQL statement the queue sends to
+//! PostgreSQL lives in this module and its children, one small documented
+//! function per operation. Times come from the server's `now()`, so
+//! workers on machines with skewed clocks agree on leases.
+
+mod listen;
+mod read;
+mod submit;
+mod tasks;
+mod tidy;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgPool, PgPoolOptions};
+
+use crate::store::{QueueConfig, StoreError};
+
+/// Channel of the `NOTIFY` sent when work becomes available.
+const CHANNEL: &str = "mcq_work";
+
+/// A PostgreSQL pool and what the queue needs around it.
+#[derive(Debug, Clone)]
+pub(crate) struct PgQueue {
+    pool: PgPool,
+    config: Arc<QueueConfig>,
+    wakeup: Arc<listen::Wakeup>,
+}
+
+impl PgQueue {
+    /// Opens a pool; fails now if the server cannot be reached, so a wrong
+    /// URL is reported at start-up rather than at the first claim.
+    pub(crate) async fn connect(
+        url: &str,
+        config: Arc<QueueConfig>,
+    ) -> Result<PgQueue, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            // A dead server must surface as an error within seconds, so the
+            // worker's reconnect loop (not a hung await) handles it.
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await?;
+        Ok(PgQueue {
+            pool,
+            config,
+            wakeup: Arc::new(listen::Wakeup::default()),
+        })
+    }
+
+    /// Applies `migrations/postgres`.
+    pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::migrate!("../../migrations/postgres")
+            .run(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// One round trip.
+    pub(crate) async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Closes the pool.
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Lease length in seconds, as bound into `make_interval`.
+    fn lease_secs(&self) -> f64 {
+        self.config.lease.as_secs_f64()
+    }
+}

@@ -1,0 +1,201 @@
+//! What clients and dashboards read: jobs, batches (one query each) and
+//! the worker list.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row as _;
+use sqlx::postgres::PgRow;
+use uuid::Uuid;
+
+use super::PgQueue;
+use crate::plan;
+use crate::store::StoreError;
+use crate::types::{
+    BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts, WorkerView,
+};
+
+/// Columns of a job view, for `FROM jobs j LEFT JOIN results r`.
+const JOB_COLUMNS: &str =
+    "j.id, j.batch_id, j.state, j.spec::text AS spec, r.result::text AS result, j.error,
+    j.attempts, j.tasks_done, j.compute_ms, j.submitted_at, j.started_at, j.finished_at";
+
+/// A batch's counts, price statistics and timings in one pass over its jobs.
+/// `stddev_samp` is PostgreSQL's numerically stable (Youngs–Cramer) one.
+const BATCH: &str = "
+SELECT b.id, b.label, b.total, b.submitted_at, s.*
+FROM batches b, LATERAL (
+    SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
+           count(*) FILTER (WHERE state = 'running') AS running,
+           count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE state = 'failed') AS failed,
+           count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+           count(price) AS priced, avg(price) AS mean, min(price) AS min_price,
+           max(price) AS max_price, stddev_samp(price) AS stddev,
+           min(started_at) AS first_started_at, max(finished_at) AS last_finished_at,
+           coalesce(sum(compute_ms), 0) AS compute_ms_total
+    FROM jobs WHERE batch_id = b.id
+) s
+WHERE b.id = $1";
+
+impl PgQueue {
+    /// One job and its result.
+    pub(crate) async fn job(&self, id: Uuid) -> Result<Option<JobView>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id WHERE j.id = $1"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_view).transpose()
+    }
+
+    /// Counts, statistics and timings of a batch.
+    pub(crate) async fn batch(&self, id: Uuid) -> Result<Option<BatchView>, StoreError> {
+        let Some(row) = sqlx::query(BATCH)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let count = |name: &str| -> Result<u64, StoreError> {
+            Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+        };
+        let counts = StateCounts {
+            queued: count("queued")?,
+            running: count("running")?,
+            succeeded: count("succeeded")?,
+            failed: count("failed")?,
+            cancelled: count("cancelled")?,
+        };
+        let priced = count("priced")?;
+        let stats = if priced == 0 {
+            None
+        } else {
+            let stddev: f64 = row.try_get::<Option<f64>, _>("stddev")?.unwrap_or(0.0);
+            Some(PriceStats {
+                count: priced,
+                mean: row.try_get::<Option<f64>, _>("mean")?.unwrap_or(0.0),
+                min: row.try_get::<Option<f64>, _>("min_price")?.unwrap_or(0.0),
+                max: row.try_get::<Option<f64>, _>("max_price")?.unwrap_or(0.0),
+                stddev,
+                std_error: stddev / (priced as f64).sqrt(),
+            })
+        };
+        let done = counts.queued == 0 && counts.running == 0;
+        let submitted_at: DateTime<Utc> = row.try_get("submitted_at")?;
+        let last_finished_at: Option<DateTime<Utc>> = row.try_get("last_finished_at")?;
+        Ok(Some(BatchView {
+            id: row.try_get("id")?,
+            label: row.try_get("label")?,
+            total: u64::try_from(row.try_get::<i64, _>("total")?).unwrap_or(0),
+            counts,
+            done,
+            stats,
+            timings: BatchTimings {
+                submitted_at,
+                first_started_at: row.try_get("first_started_at")?,
+                last_finished_at,
+                makespan_ms: last_finished_at
+                    .filter(|_| done)
+                    .map(|t| ms_between(submitted_at, t)),
+                compute_ms_total: row.try_get("compute_ms_total")?,
+            },
+        }))
+    }
+
+    /// A page of a batch's jobs after the job `after`, in submission order.
+    pub(crate) async fn batch_jobs(
+        &self,
+        id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Option<Vec<JobView>>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+             WHERE j.batch_id = $1
+               AND j.position > CASE WHEN $2::uuid IS NULL THEN -1
+                   ELSE (SELECT position FROM jobs WHERE id = $2 AND batch_id = $1) END
+             ORDER BY j.position LIMIT $3"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        if rows.is_empty() {
+            let exists: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM batches WHERE id = $1)")
+                    .bind(id)
+                    .fetch_one(&self.pool)
+                    .await?;
+            if !exists {
+                return Ok(None);
+            }
+        }
+        rows.iter()
+            .map(job_view)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Workers whose last heartbeat is within three leases.
+    pub(crate) async fn workers(&self) -> Result<Vec<WorkerView>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, hostname, pid, concurrency, started_at, last_heartbeat_at, tasks_done, jobs_done
+             FROM workers WHERE last_heartbeat_at > now() - make_interval(secs => $1)
+             ORDER BY started_at, id",
+        )
+        .bind(3.0 * self.lease_secs())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(WorkerView {
+                    id: row.try_get("id")?,
+                    hostname: row.try_get("hostname")?,
+                    pid: u32::try_from(row.try_get::<i64, _>("pid")?).unwrap_or(0),
+                    concurrency: u32::try_from(row.try_get::<i32, _>("concurrency")?).unwrap_or(0),
+                    started_at: row.try_get("started_at")?,
+                    last_heartbeat_at: row.try_get("last_heartbeat_at")?,
+                    tasks_done: u64::try_from(row.try_get::<i64, _>("tasks_done")?).unwrap_or(0),
+                    jobs_done: u64::try_from(row.try_get::<i64, _>("jobs_done")?).unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A job view from a row of [`JOB_COLUMNS`].
+fn job_view(row: &PgRow) -> Result<JobView, StoreError> {
+    let submitted_at: DateTime<Utc> = row.try_get("submitted_at")?;
+    let started_at: Option<DateTime<Utc>> = row.try_get("started_at")?;
+    let tasks_done: i32 = row.try_get("tasks_done")?;
+    let result: Option<String> = row.try_get("result")?;
+    Ok(JobView {
+        id: row.try_get("id")?,
+        batch_id: row.try_get("batch_id")?,
+        state: plan::parse_state(row.try_get("state")?)?,
+        spec: plan::parse_spec(row.try_get("spec")?)?,
+        result: result.as_deref().map(plan::parse_result).transpose()?,
+        error: row.try_get("error")?,
+        attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
+        timings: JobTimings {
+            submitted_at,
+            started_at,
+            finished_at: row.try_get("finished_at")?,
+            queue_wait_ms: started_at.map(|s| ms_between(submitted_at, s)),
+            compute_ms: (tasks_done > 0)
+                .then(|| row.try_get("compute_ms"))
+                .transpose()?,
+        },
+    })
+}
+
+/// Milliseconds from `a` to `b`, with the microseconds PostgreSQL keeps.
+pub(super) fn ms_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
+    (b - a)
+        .num_microseconds()
+        .map_or(f64::NAN, |us| us as f64 / 1e3)
+}

@@ -1,0 +1,405 @@
+//! The worker's side: claiming under a lease, renewing it, and ending it
+//! by completion, failure or hand-back. Every statement that ends a lease
+//! is fenced: it only touches rows still `running` under the caller's token.
+
+use std::collections::HashMap;
+
+use sqlx::Row as _;
+use uuid::Uuid;
+
+use super::{CHANNEL, PgQueue};
+use crate::plan;
+use crate::store::StoreError;
+use crate::types::{ClaimedTask, TaskDone, TaskOutput};
+
+/// Claim: expired leases first (rescue), then queued tasks that are due,
+/// both skipping rows another claimer holds; each claimed task gets a new
+/// token and one more attempt, and its job starts running.
+const CLAIM: &str = "
+WITH rescue AS (
+    SELECT id FROM tasks
+    WHERE state = 'running' AND lease_expires_at < now()
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), fresh AS (
+    SELECT id FROM tasks
+    WHERE state = 'queued' AND run_at <= now()
+    ORDER BY run_at, id
+    LIMIT greatest($2 - (SELECT count(*) FROM rescue), 0)
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE tasks t
+    SET state = 'running', attempt = t.attempt + 1, lease_token = gen_random_uuid(),
+        lease_expires_at = now() + make_interval(secs => $3), worker_id = $1
+    FROM (SELECT id FROM rescue UNION ALL SELECT id FROM fresh) p
+    WHERE t.id = p.id
+    RETURNING t.id, t.job_id, t.lease_token, t.attempt, t.chunk_start, t.chunk_end
+), per_job AS (
+    SELECT job_id, count(*)::int AS n FROM claimed GROUP BY job_id
+), started AS (
+    UPDATE jobs j
+    SET state = 'running', started_at = coalesce(j.started_at, now()), attempts = j.attempts + p.n
+    FROM per_job p
+    WHERE j.id = p.job_id
+    RETURNING j.id, j.spec::text AS spec
+)
+SELECT c.id, c.job_id, c.lease_token, c.attempt, c.chunk_start, c.chunk_end, s.spec
+FROM claimed c JOIN started s ON s.id = c.job_id
+ORDER BY c.id";
+
+/// Complete, step 1: fenced task updates, one counter bump per job (under
+/// the job's row lock, so exactly one completer sees `tasks_done` reach
+/// `task_count`), and the worker's counter.
+const COMPLETE_TASKS: &str = "
+WITH input AS (
+    SELECT * FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::float8[]) AS i(id, token, partial, ms)
+), done AS (
+    UPDATE tasks t
+    SET state = 'succeeded', partial = i.partial::json, compute_ms = i.ms, finished_at = now(),
+        lease_token = NULL, lease_expires_at = NULL
+    FROM input i
+    WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
+    RETURNING t.id, t.job_id, i.ms
+), per_job AS (
+    SELECT job_id, count(*)::int AS n, sum(ms) AS ms FROM done GROUP BY job_id
+), bumped AS (
+    UPDATE jobs j
+    SET tasks_done = j.tasks_done + p.n, compute_ms = j.compute_ms + p.ms
+    FROM per_job p
+    WHERE j.id = p.job_id
+    RETURNING j.id, j.task_count, j.tasks_done, j.compute_ms, j.spec
+), worker AS (
+    UPDATE workers SET tasks_done = tasks_done + (SELECT count(*) FROM done) WHERE id = $5
+)
+SELECT d.id, d.job_id, b.task_count, b.compute_ms,
+       CASE WHEN b.tasks_done >= b.task_count THEN b.spec::text END AS spec
+FROM done d JOIN bumped b ON b.id = d.job_id";
+
+/// Complete, step 2: results of the jobs this transaction finished.
+const FINISH_JOBS: &str = "
+WITH input AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::float8[]) AS i(id, result, price)
+), saved AS (
+    INSERT INTO results (job_id, result) SELECT id, result::json FROM input
+), worker AS (
+    UPDATE workers SET jobs_done = jobs_done + cardinality($1::uuid[]) WHERE id = $4
+)
+UPDATE jobs j SET state = 'succeeded', finished_at = now(), price = i.price
+FROM input i
+WHERE j.id = i.id AND j.state IN ('queued', 'running')";
+
+/// A job whose last task this completion finished.
+struct Finishing<'a> {
+    job_id: Uuid,
+    spec: String,
+    compute_ms: f64,
+    single: Option<&'a TaskOutput>,
+}
+
+impl PgQueue {
+    /// Claims up to `max` tasks in one statement.
+    pub(crate) async fn claim(
+        &self,
+        worker: Uuid,
+        max: u32,
+    ) -> Result<Vec<ClaimedTask>, StoreError> {
+        let rows = sqlx::query(CLAIM)
+            .bind(worker)
+            .bind(i64::from(max))
+            .bind(self.lease_secs())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ClaimedTask {
+                    task_id: row.try_get("id")?,
+                    job_id: row.try_get("job_id")?,
+                    lease_token: row.try_get("lease_token")?,
+                    attempt: u32::try_from(row.try_get::<i32, _>("attempt")?).unwrap_or(0),
+                    spec: plan::parse_spec(row.try_get("spec")?)?,
+                    chunks: plan::chunk_range(
+                        row.try_get("chunk_start")?,
+                        row.try_get("chunk_end")?,
+                    ),
+                })
+            })
+            .collect()
+    }
+
+    /// Renews the worker's heartbeat and leases in one statement; the tasks
+    /// of cancelled jobs it still held are returned once and let go.
+    pub(crate) async fn heartbeat(&self, worker: Uuid) -> Result<Vec<i64>, StoreError> {
+        let ids = sqlx::query_scalar(
+            "WITH beat AS (
+                 UPDATE workers SET last_heartbeat_at = now() WHERE id = $1
+             ), renewed AS (
+                 UPDATE tasks SET lease_expires_at = now() + make_interval(secs => $2)
+                 WHERE worker_id = $1 AND lease_token IS NOT NULL AND state = 'running'
+             ), told AS (
+                 UPDATE tasks SET lease_token = NULL, lease_expires_at = NULL
+                 WHERE worker_id = $1 AND lease_token IS NOT NULL AND state <> 'running'
+                 RETURNING id
+             )
+             SELECT id FROM told ORDER BY id",
+        )
+        .bind(worker)
+        .bind(self.lease_secs())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids)
+    }
+
+    /// Fenced batch completion; finished jobs get their result in the same
+    /// transaction. Returns the refused task ids.
+    pub(crate) async fn complete(
+        &self,
+        worker: Uuid,
+        done: Vec<TaskDone>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
+        let tokens: Vec<Uuid> = done.iter().map(|d| d.lease_token).collect();
+        let ms: Vec<f64> = done.iter().map(|d| d.compute_ms).collect();
+        let partials = done
+            .iter()
+            .map(|d| match &d.output {
+                TaskOutput::Partial(p) => plan::partial_json(p).map(Some),
+                TaskOutput::Result(_) => Ok(None),
+            })
+            .collect::<Result<Vec<Option<String>>, _>>()?;
+        let by_id: HashMap<i64, &TaskDone> = done.iter().map(|d| (d.task_id, d)).collect();
+
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(COMPLETE_TASKS)
+            .bind(&ids)
+            .bind(tokens)
+            .bind(partials)
+            .bind(ms)
+            .bind(worker)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut accepted = std::collections::HashSet::with_capacity(rows.len());
+        let mut finishing = Vec::new();
+        let mut finished_jobs = std::collections::HashSet::new();
+        for row in &rows {
+            let task_id: i64 = row.try_get("id")?;
+            accepted.insert(task_id);
+            let Some(spec) = row.try_get::<Option<String>, _>("spec")? else {
+                continue;
+            };
+            // Two tasks of one job completed together both carry its spec.
+            if !finished_jobs.insert(row.try_get::<Uuid, _>("job_id")?) {
+                continue;
+            }
+            let single =
+                (row.try_get::<i32, _>("task_count")? == 1).then(|| &by_id[&task_id].output);
+            finishing.push(Finishing {
+                job_id: row.try_get("job_id")?,
+                spec,
+                compute_ms: row.try_get("compute_ms")?,
+                single,
+            });
+        }
+        if !finishing.is_empty() {
+            self.finish_jobs(&mut tx, worker, finishing).await?;
+        }
+        tx.commit().await?;
+        Ok(ids
+            .into_iter()
+            .filter(|id| !accepted.contains(id))
+            .collect())
+    }
+
+    /// Turns the finished jobs' outputs into results and writes them.
+    async fn finish_jobs(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+        worker: Uuid,
+        finishing: Vec<Finishing<'_>>,
+    ) -> Result<(), StoreError> {
+        // Multi-task jobs: every task's partial, committed by others or written above.
+        let multi: Vec<Uuid> = finishing
+            .iter()
+            .filter(|f| f.single.is_none())
+            .map(|f| f.job_id)
+            .collect();
+        let mut partials: HashMap<Uuid, Vec<String>> = HashMap::new();
+        if !multi.is_empty() {
+            let rows = sqlx::query(
+                "SELECT job_id, partial::text AS partial FROM tasks
+                 WHERE job_id = ANY($1) AND state = 'succeeded' ORDER BY job_id, chunk_start",
+            )
+            .bind(&multi)
+            .fetch_all(&mut **tx)
+            .await?;
+            for row in rows {
+                let partial: Option<String> = row.try_get("partial")?;
+                let partial = partial.ok_or_else(|| {
+                    StoreError::Corrupt("a task of a split job has no partial".into())
+                })?;
+                partials
+                    .entry(row.try_get("job_id")?)
+                    .or_default()
+                    .push(partial);
+            }
+        }
+        let (mut ids, mut results, mut prices) = (Vec::new(), Vec::new(), Vec::new());
+        for job in finishing {
+            let result = match job.single {
+                Some(TaskOutput::Result(result)) => result.clone(),
+                Some(TaskOutput::Partial(p)) => {
+                    plan::valid_spec(&job.spec)?.finish(p, job.compute_ms)
+                }
+                None => {
+                    let parts = partials
+                        .get(&job.job_id)
+                        .map(Vec::as_slice)
+                        .unwrap_or_default();
+                    plan::finish_from_partials(
+                        &job.spec,
+                        parts.iter().map(String::as_str),
+                        job.compute_ms,
+                    )?
+                }
+            };
+            ids.push(job.job_id);
+            prices.push(result.price);
+            results.push(plan::result_json(&result)?);
+        }
+        sqlx::query(FINISH_JOBS)
+            .bind(ids)
+            .bind(results)
+            .bind(prices)
+            .bind(worker)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Fenced failure: back to the queue after a backoff, or — on the last
+    /// attempt — the job fails and its other tasks are cancelled.
+    pub(crate) async fn fail(
+        &self,
+        _worker: Uuid,
+        task_id: i64,
+        token: Uuid,
+        error: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
+            "UPDATE tasks SET
+                 state = CASE WHEN attempt < $3 THEN 'queued' ELSE 'failed' END,
+                 run_at = CASE WHEN attempt < $3
+                     THEN now() + make_interval(secs => $4 * power(2, least(attempt - 1, 30)))
+                     ELSE run_at END,
+                 finished_at = CASE WHEN attempt < $3 THEN NULL ELSE now() END,
+                 error = $5, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+             WHERE id = $1 AND state = 'running' AND lease_token = $2
+             RETURNING job_id, state",
+        )
+        .bind(task_id)
+        .bind(token)
+        .bind(i32::try_from(self.config.max_attempts).unwrap_or(i32::MAX))
+        .bind(self.config.retry_backoff.as_secs_f64())
+        .bind(error)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else { return Ok(false) };
+        let job_id: Uuid = row.try_get("job_id")?;
+        let state: String = row.try_get("state")?;
+        if state == "failed" {
+            // Running siblings keep their token: the next heartbeat of their
+            // worker tells it to stop.
+            sqlx::query(
+                "UPDATE tasks SET state = 'cancelled', finished_at = now()
+                 WHERE job_id = $1 AND state IN ('queued', 'running')",
+            )
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE jobs SET state = 'failed', error = $2, finished_at = now()
+                 WHERE id = $1 AND state IN ('queued', 'running')",
+            )
+            .bind(job_id)
+            .bind(error)
+            .execute(&mut *tx)
+            .await?;
+        } else {
+            requeue_jobs(&mut tx, &[job_id], &[task_id], 0).await?;
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(CHANNEL)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Fenced hand-back without using up an attempt; returns how many of
+    /// the tasks were still held.
+    pub(crate) async fn release(
+        &self,
+        _worker: Uuid,
+        tasks: &[(i64, Uuid)],
+    ) -> Result<usize, StoreError> {
+        let ids: Vec<i64> = tasks.iter().map(|t| t.0).collect();
+        let tokens: Vec<Uuid> = tasks.iter().map(|t| t.1).collect();
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(
+            "UPDATE tasks t SET state = 'queued', attempt = greatest(t.attempt - 1, 0), run_at = now(),
+                 lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+             FROM unnest($1::int8[], $2::uuid[]) AS i(id, token)
+             WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
+             RETURNING t.id, t.job_id",
+        )
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !rows.is_empty() {
+            let released: Vec<i64> = rows
+                .iter()
+                .map(|r| r.try_get("id"))
+                .collect::<Result<_, _>>()?;
+            let jobs: Vec<Uuid> = rows
+                .iter()
+                .map(|r| r.try_get("job_id"))
+                .collect::<Result<_, _>>()?;
+            requeue_jobs(&mut tx, &jobs, &released, 1).await?;
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(CHANNEL)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(rows.len())
+    }
+}
+
+/// After tasks went back to the queue: each job gives back `refund`
+/// attempts per task, and returns to `queued` when none of its other tasks
+/// runs (`tasks`, the ids just requeued, are excluded explicitly so the
+/// guard does not depend on statement visibility).
+async fn requeue_jobs(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    jobs: &[Uuid],
+    tasks: &[i64],
+    refund: i32,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE jobs j SET
+             attempts = greatest(j.attempts - $3 * p.n, 0),
+             state = CASE WHEN NOT EXISTS (
+                 SELECT 1 FROM tasks t
+                 WHERE t.job_id = j.id AND t.state = 'running' AND t.id <> ALL($2)
+             ) THEN 'queued' ELSE j.state END
+         FROM (SELECT job_id, count(*)::int AS n FROM unnest($1::uuid[]) AS job_id GROUP BY job_id) p
+         WHERE j.id = p.job_id AND j.state = 'running'",
+    )
+    .bind(jobs)
+    .bind(tasks)
+    .bind(refund)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

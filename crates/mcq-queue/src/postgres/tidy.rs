@@ -1,0 +1,175 @@
+//! Cancellation, worker registration and retention. Cancelling locks tasks
+//! before their job, the same order as claims and completions, so the
+//! two never wait on each other in a cycle.
+
+use uuid::Uuid;
+
+use super::PgQueue;
+use crate::plan;
+use crate::store::StoreError;
+use crate::types::{JobState, WorkerInfo};
+
+/// Rows deleted per statement by [`PgQueue::prune`], so retention never
+/// holds long locks or writes a huge transaction.
+const PRUNE_CHUNK: i64 = 5000;
+
+impl PgQueue {
+    /// Cancels an unfinished job: queued tasks leave the queue, running ones
+    /// lose their lease (their worker learns it from its next heartbeat).
+    pub(crate) async fn cancel_job(&self, id: Uuid) -> Result<Option<JobState>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE tasks SET state = 'cancelled', finished_at = now()
+             WHERE job_id = $1 AND state IN ('queued', 'running')",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE jobs SET state = 'cancelled', finished_at = now()
+             WHERE id = $1 AND state IN ('queued', 'running')",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        let state: Option<String> = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        state.as_deref().map(plan::parse_state).transpose()
+    }
+
+    /// Cancels every unfinished job of a batch; `None` for an unknown batch.
+    pub(crate) async fn cancel_batch(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM batches WHERE id = $1)")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if !exists {
+            return Ok(None);
+        }
+        sqlx::query(
+            "UPDATE tasks SET state = 'cancelled', finished_at = now()
+             WHERE state IN ('queued', 'running')
+               AND job_id IN (SELECT id FROM jobs WHERE batch_id = $1 AND state IN ('queued', 'running'))",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        let cancelled = sqlx::query(
+            "UPDATE jobs SET state = 'cancelled', finished_at = now()
+             WHERE batch_id = $1 AND state IN ('queued', 'running')",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(Some(cancelled))
+    }
+
+    /// Adds a worker row; the id is new on every start.
+    pub(crate) async fn register_worker(&self, info: WorkerInfo) -> Result<Uuid, StoreError> {
+        let id = Uuid::new_v4();
+        sqlx::query("INSERT INTO workers (id, hostname, pid, concurrency) VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(&info.hostname)
+            .bind(i64::from(info.pid))
+            .bind(i32::try_from(info.concurrency).unwrap_or(i32::MAX))
+            .execute(&self.pool)
+            .await?;
+        Ok(id)
+    }
+
+    /// Deletes a worker row (its unfinished tasks return once their leases expire).
+    pub(crate) async fn deregister(&self, worker: Uuid) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM workers WHERE id = $1")
+            .bind(worker)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes what finished before `now() - retention`: unbatched jobs,
+    /// then whole batches all of whose jobs finished before then, then
+    /// expired idempotency keys and long-silent worker rows. Tasks and
+    /// results go with their jobs (`ON DELETE CASCADE`).
+    pub(crate) async fn prune(&self) -> Result<u64, StoreError> {
+        let keep = self.config.retention.as_secs_f64();
+        let mut deleted = 0;
+        loop {
+            let n = sqlx::query(
+                "DELETE FROM jobs WHERE id IN (
+                     SELECT id FROM jobs
+                     WHERE batch_id IS NULL AND finished_at < now() - make_interval(secs => $1)
+                     LIMIT $2)",
+            )
+            .bind(keep)
+            .bind(PRUNE_CHUNK)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+            deleted += n;
+            if n < PRUNE_CHUNK as u64 {
+                break;
+            }
+        }
+        loop {
+            let batches: Vec<Uuid> = sqlx::query_scalar(
+                "SELECT id FROM batches b
+                 WHERE submitted_at < now() - make_interval(secs => $1)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM jobs j WHERE j.batch_id = b.id
+                         AND (j.finished_at IS NULL OR j.finished_at >= now() - make_interval(secs => $1)))
+                 LIMIT 100",
+            )
+            .bind(keep)
+            .fetch_all(&self.pool)
+            .await?;
+            if batches.is_empty() {
+                break;
+            }
+            deleted += self.prune_batches(&batches).await?;
+        }
+        sqlx::query(
+            "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)",
+        )
+        .bind(keep)
+        .execute(&self.pool)
+        .await?;
+        sqlx::query(
+            "DELETE FROM workers WHERE last_heartbeat_at < now() - make_interval(secs => $1)",
+        )
+        .bind(keep)
+        .execute(&self.pool)
+        .await?;
+        Ok(deleted)
+    }
+
+    /// Deletes the jobs of finished batches chunk by chunk, then the batches.
+    async fn prune_batches(&self, batches: &[Uuid]) -> Result<u64, StoreError> {
+        let mut deleted = 0;
+        loop {
+            let n = sqlx::query(
+                "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE batch_id = ANY($1) LIMIT $2)",
+            )
+            .bind(batches)
+            .bind(PRUNE_CHUNK)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+            deleted += n;
+            if n < PRUNE_CHUNK as u64 {
+                break;
+            }
+        }
+        sqlx::query("DELETE FROM batches WHERE id = ANY($1)")
+            .bind(batches)
+            .execute(&self.pool)
+            .await?;
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,134 @@
+//! The SQLite backend: every SQL statement the queue sends to SQLite lives
+//! in this module and its children. Same tables, states and guards as the
+//! PostgreSQL backend; the dialect differs (see the migration's header).
+//!
+//! Writes go through a one-connection pool and run as `BEGIN IMMEDIATE`
+//! transactions, so writers queue in-process instead of failing with
+//! `SQLITE_BUSY`; reads use a separate pool and see WAL snapshots. Other
+//! processes on the same file are serialised by SQLite's lock and the busy
+//! timeout.
+
+mod read;
+mod submit;
+mod tasks;
+mod tidy;
+
+use std::str::FromStr as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use tokio::sync::Notify;
+
+use crate::store::{QueueConfig, StoreError};
+
+/// An SQLite file and what the queue needs around it.
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteQueue {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    config: Arc<QueueConfig>,
+    /// Wakes embedded workers of this process when work is added.
+    notify: Arc<Notify>,
+}
+
+impl SqliteQueue {
+    /// Opens (creating if needed) the database file.
+    pub(crate) async fn connect(
+        url: &str,
+        config: Arc<QueueConfig>,
+    ) -> Result<SqliteQueue, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // WAL + NORMAL: durable across process crashes; a power cut may
+            // lose the last commits, never corrupt the file.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            // An in-memory database lives as long as its only connection.
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options.clone())
+            .await?;
+        let reader = if in_memory {
+            writer.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(options)
+                .await?
+        };
+        Ok(SqliteQueue {
+            writer,
+            reader,
+            config,
+            notify: Arc::new(Notify::new()),
+        })
+    }
+
+    /// Applies `migrations/sqlite`.
+    pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::migrate!("../../migrations/sqlite")
+            .run(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// One round trip.
+    pub(crate) async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    /// Closes both pools.
+    pub(crate) async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+
+    /// Returns when this process adds work, or after `timeout`.
+    pub(crate) async fn wait_for_work(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
+    }
+
+    /// Wakes waiting workers, leaving a permit for one that is about to
+    /// wait (at worst a wait returns early and finds nothing).
+    fn wake(&self) {
+        self.notify.notify_waiters();
+        self.notify.notify_one();
+    }
+
+    /// A write transaction that takes the database lock up front, so it
+    /// never fails half-way on a lock upgrade.
+    async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// Lease length in microseconds.
+    fn lease_us(&self) -> i64 {
+        duration_us(self.config.lease)
+    }
+}
+
+/// The clock of this machine, which is the database's clock, in
+/// microseconds since the Unix epoch (the unit of every time column).
+fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+/// A duration in microseconds, saturating.
+fn duration_us(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// A time column back as a timestamp.
+fn time(us: i64) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+    chrono::DateTime::from_timestamp_micros(us)
+        .ok_or_else(|| StoreError::Corrupt(format!("time {us} out of range")))
+}

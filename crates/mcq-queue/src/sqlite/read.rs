@@ -1,0 +1,202 @@
+//! What clients and dashboards read on SQLite: jobs, batches (one query
+//! each) and the worker list.
+
+use sqlx::Row as _;
+use sqlx::sqlite::SqliteRow;
+use uuid::Uuid;
+
+use super::{SqliteQueue, duration_us, now_us, time};
+use crate::plan;
+use crate::store::StoreError;
+use crate::types::{
+    BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts, WorkerView,
+};
+
+/// Columns of a job view, for `FROM jobs j LEFT JOIN results r`.
+const JOB_COLUMNS: &str =
+    "j.id, j.batch_id, j.state, j.spec, r.result, j.error, j.attempts, j.tasks_done,
+    j.compute_ms, j.submitted_at, j.started_at, j.finished_at";
+
+/// Counts, statistics and timings of a batch. SQLite has no standard
+/// deviation, so the sum of squared deviations from the mean is taken in a
+/// second pass (the `mean` subquery) instead of the cancelling
+/// `Σx² − n·mean²` formula.
+const BATCH: &str = "
+SELECT b.id, b.label, b.total, b.submitted_at,
+       count(j.id) FILTER (WHERE j.state = 'queued') AS queued,
+       count(j.id) FILTER (WHERE j.state = 'running') AS running,
+       count(j.id) FILTER (WHERE j.state = 'succeeded') AS succeeded,
+       count(j.id) FILTER (WHERE j.state = 'failed') AS failed,
+       count(j.id) FILTER (WHERE j.state = 'cancelled') AS cancelled,
+       count(j.price) AS priced, m.mean AS mean, min(j.price) AS min_price, max(j.price) AS max_price,
+       total((j.price - m.mean) * (j.price - m.mean)) AS sum_sq,
+       min(j.started_at) AS first_started_at, max(j.finished_at) AS last_finished_at,
+       total(j.compute_ms) AS compute_ms_total
+FROM batches b
+LEFT JOIN jobs j ON j.batch_id = b.id
+CROSS JOIN (SELECT avg(price) AS mean FROM jobs WHERE batch_id = ?1) m
+WHERE b.id = ?1
+GROUP BY b.id";
+
+impl SqliteQueue {
+    /// One job and its result.
+    pub(crate) async fn job(&self, id: Uuid) -> Result<Option<JobView>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id WHERE j.id = ?1"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(job_view).transpose()
+    }
+
+    /// Counts, statistics and timings of a batch.
+    pub(crate) async fn batch(&self, id: Uuid) -> Result<Option<BatchView>, StoreError> {
+        let Some(row) = sqlx::query(BATCH)
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let count = |name: &str| -> Result<u64, StoreError> {
+            Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+        };
+        let counts = StateCounts {
+            queued: count("queued")?,
+            running: count("running")?,
+            succeeded: count("succeeded")?,
+            failed: count("failed")?,
+            cancelled: count("cancelled")?,
+        };
+        let priced = count("priced")?;
+        let stats = if priced == 0 {
+            None
+        } else {
+            let sum_sq: f64 = row.try_get("sum_sq")?;
+            let stddev = if priced > 1 {
+                (sum_sq / (priced - 1) as f64).sqrt()
+            } else {
+                0.0
+            };
+            Some(PriceStats {
+                count: priced,
+                mean: row.try_get::<Option<f64>, _>("mean")?.unwrap_or(0.0),
+                min: row.try_get::<Option<f64>, _>("min_price")?.unwrap_or(0.0),
+                max: row.try_get::<Option<f64>, _>("max_price")?.unwrap_or(0.0),
+                stddev,
+                std_error: stddev / (priced as f64).sqrt(),
+            })
+        };
+        let done = counts.queued == 0 && counts.running == 0;
+        let submitted_us: i64 = row.try_get("submitted_at")?;
+        let first_started: Option<i64> = row.try_get("first_started_at")?;
+        let last_finished: Option<i64> = row.try_get("last_finished_at")?;
+        Ok(Some(BatchView {
+            id: row.try_get("id")?,
+            label: row.try_get("label")?,
+            total: u64::try_from(row.try_get::<i64, _>("total")?).unwrap_or(0),
+            counts,
+            done,
+            stats,
+            timings: BatchTimings {
+                submitted_at: time(submitted_us)?,
+                first_started_at: first_started.map(time).transpose()?,
+                last_finished_at: last_finished.map(time).transpose()?,
+                makespan_ms: last_finished
+                    .filter(|_| done)
+                    .map(|t| (t - submitted_us) as f64 / 1e3),
+                compute_ms_total: row.try_get("compute_ms_total")?,
+            },
+        }))
+    }
+
+    /// A page of a batch's jobs after the job `after`, in submission order.
+    pub(crate) async fn batch_jobs(
+        &self,
+        id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Option<Vec<JobView>>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+             WHERE j.batch_id = ?1
+               AND j.position > CASE WHEN ?2 IS NULL THEN -1
+                   ELSE (SELECT position FROM jobs WHERE id = ?2 AND batch_id = ?1) END
+             ORDER BY j.position LIMIT ?3"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        if rows.is_empty() {
+            let exists: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM batches WHERE id = ?1)")
+                    .bind(id)
+                    .fetch_one(&self.reader)
+                    .await?;
+            if !exists {
+                return Ok(None);
+            }
+        }
+        rows.iter()
+            .map(job_view)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Workers whose last heartbeat is within three leases.
+    pub(crate) async fn workers(&self) -> Result<Vec<WorkerView>, StoreError> {
+        let since = now_us() - 3 * duration_us(self.config.lease);
+        let rows = sqlx::query(
+            "SELECT id, hostname, pid, concurrency, started_at, last_heartbeat_at, tasks_done, jobs_done
+             FROM workers WHERE last_heartbeat_at > ?1 ORDER BY started_at, id",
+        )
+        .bind(since)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(WorkerView {
+                    id: row.try_get("id")?,
+                    hostname: row.try_get("hostname")?,
+                    pid: u32::try_from(row.try_get::<i64, _>("pid")?).unwrap_or(0),
+                    concurrency: u32::try_from(row.try_get::<i64, _>("concurrency")?).unwrap_or(0),
+                    started_at: time(row.try_get("started_at")?)?,
+                    last_heartbeat_at: time(row.try_get("last_heartbeat_at")?)?,
+                    tasks_done: u64::try_from(row.try_get::<i64, _>("tasks_done")?).unwrap_or(0),
+                    jobs_done: u64::try_from(row.try_get::<i64, _>("jobs_done")?).unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A job view from a row of [`JOB_COLUMNS`].
+fn job_view(row: &SqliteRow) -> Result<JobView, StoreError> {
+    let submitted_us: i64 = row.try_get("submitted_at")?;
+    let started_us: Option<i64> = row.try_get("started_at")?;
+    let finished_us: Option<i64> = row.try_get("finished_at")?;
+    let tasks_done: i64 = row.try_get("tasks_done")?;
+    let compute_ms: f64 = row.try_get("compute_ms")?;
+    let result: Option<String> = row.try_get("result")?;
+    Ok(JobView {
+        id: row.try_get("id")?,
+        batch_id: row.try_get("batch_id")?,
+        state: plan::parse_state(row.try_get("state")?)?,
+        spec: plan::parse_spec(row.try_get("spec")?)?,
+        result: result.as_deref().map(plan::parse_result).transpose()?,
+        error: row.try_get("error")?,
+        attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
+        timings: JobTimings {
+            submitted_at: time(submitted_us)?,
+            started_at: started_us.map(time).transpose()?,
+            finished_at: finished_us.map(time).transpose()?,
+            queue_wait_ms: started_us.map(|s| (s - submitted_us) as f64 / 1e3),
+            compute_ms: (tasks_done > 0).then_some(compute_ms),
+        },
+    })
+}

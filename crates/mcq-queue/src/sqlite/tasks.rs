@@ -1,0 +1,334 @@
+//! The worker's side on SQLite: the same transitions and fences as
+//! `postgres::tasks`, each operation one `BEGIN IMMEDIATE` transaction of
+//! small prepared statements (cheap in-process).
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlx::{Row as _, Sqlite, Transaction};
+use uuid::Uuid;
+
+use super::{SqliteQueue, duration_us, now_us};
+use crate::plan;
+use crate::store::StoreError;
+use crate::types::{ClaimedTask, TaskDone, TaskOutput};
+
+/// Expired leases first (rescue), then due queued tasks in order.
+const CLAIM: &str = "
+UPDATE tasks
+SET state = 'running', attempt = attempt + 1, lease_token = randomblob(16),
+    lease_expires_at = ?1 + ?2, worker_id = ?3
+WHERE id IN (
+    SELECT id FROM (SELECT id FROM tasks WHERE state = 'running' AND lease_expires_at < ?1 LIMIT ?4)
+    UNION ALL
+    SELECT id FROM (SELECT id FROM tasks WHERE state = 'queued' AND run_at <= ?1 ORDER BY run_at, id LIMIT ?4)
+    LIMIT ?4)
+RETURNING id, job_id, lease_token, attempt, chunk_start, chunk_end";
+
+impl SqliteQueue {
+    /// Claims up to `max` tasks in one transaction.
+    pub(crate) async fn claim(
+        &self,
+        worker: Uuid,
+        max: u32,
+    ) -> Result<Vec<ClaimedTask>, StoreError> {
+        let now = now_us();
+        let mut tx = self.write().await?;
+        let rows = sqlx::query(CLAIM)
+            .bind(now)
+            .bind(self.lease_us())
+            .bind(worker)
+            .bind(i64::from(max))
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut per_job: BTreeMap<Uuid, i64> = BTreeMap::new();
+        for row in &rows {
+            *per_job.entry(row.try_get("job_id")?).or_default() += 1;
+        }
+        let mut specs = HashMap::with_capacity(per_job.len());
+        for (job_id, n) in per_job {
+            let spec: String = sqlx::query_scalar(
+                "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, ?2), attempts = attempts + ?3
+                 WHERE id = ?1 RETURNING spec",
+            )
+            .bind(job_id)
+            .bind(now)
+            .bind(n)
+            .fetch_one(&mut *tx)
+            .await?;
+            specs.insert(job_id, plan::parse_spec(&spec)?);
+        }
+        tx.commit().await?;
+        let mut claimed = rows
+            .iter()
+            .map(|row| {
+                let job_id: Uuid = row.try_get("job_id")?;
+                Ok(ClaimedTask {
+                    task_id: row.try_get("id")?,
+                    job_id,
+                    lease_token: row.try_get("lease_token")?,
+                    attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(0),
+                    spec: specs[&job_id].clone(),
+                    chunks: plan::chunk_range(
+                        row.try_get("chunk_start")?,
+                        row.try_get("chunk_end")?,
+                    ),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        claimed.sort_by_key(|t| t.task_id);
+        Ok(claimed)
+    }
+
+    /// Renews heartbeat and leases; reports (once) held tasks of cancelled jobs.
+    pub(crate) async fn heartbeat(&self, worker: Uuid) -> Result<Vec<i64>, StoreError> {
+        let now = now_us();
+        let mut tx = self.write().await?;
+        sqlx::query("UPDATE workers SET last_heartbeat_at = ?2 WHERE id = ?1")
+            .bind(worker)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE tasks SET lease_expires_at = ?2
+             WHERE worker_id = ?1 AND lease_token IS NOT NULL AND state = 'running'",
+        )
+        .bind(worker)
+        .bind(now + self.lease_us())
+        .execute(&mut *tx)
+        .await?;
+        let mut told: Vec<i64> = sqlx::query_scalar(
+            "UPDATE tasks SET lease_token = NULL, lease_expires_at = NULL
+             WHERE worker_id = ?1 AND lease_token IS NOT NULL AND state <> 'running'
+             RETURNING id",
+        )
+        .bind(worker)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        told.sort_unstable();
+        Ok(told)
+    }
+
+    /// Fenced completion; a job's result is written with its last task.
+    pub(crate) async fn complete(
+        &self,
+        worker: Uuid,
+        done: Vec<TaskDone>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let now = now_us();
+        let mut tx = self.write().await?;
+        let mut refused = Vec::new();
+        // Per job: tasks accepted now, their kernel time, the single output.
+        let mut per_job: BTreeMap<Uuid, (i64, f64, Option<&TaskOutput>)> = BTreeMap::new();
+        for task in &done {
+            let partial = match &task.output {
+                TaskOutput::Partial(p) => Some(plan::partial_json(p)?),
+                TaskOutput::Result(_) => None,
+            };
+            let job_id: Option<Uuid> = sqlx::query_scalar(
+                "UPDATE tasks SET state = 'succeeded', partial = ?3, compute_ms = ?4, finished_at = ?5,
+                     lease_token = NULL, lease_expires_at = NULL
+                 WHERE id = ?1 AND state = 'running' AND lease_token = ?2
+                 RETURNING job_id",
+            )
+            .bind(task.task_id)
+            .bind(task.lease_token)
+            .bind(partial)
+            .bind(task.compute_ms)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match job_id {
+                Some(job_id) => {
+                    let entry = per_job.entry(job_id).or_insert((0, 0.0, None));
+                    entry.0 += 1;
+                    entry.1 += task.compute_ms;
+                    entry.2 = Some(&task.output);
+                }
+                None => refused.push(task.task_id),
+            }
+        }
+        let mut jobs_done = 0_i64;
+        for (job_id, (n, ms, output)) in &per_job {
+            let row = sqlx::query(
+                "UPDATE jobs SET tasks_done = tasks_done + ?2, compute_ms = compute_ms + ?3
+                 WHERE id = ?1 RETURNING task_count, tasks_done, compute_ms, spec",
+            )
+            .bind(job_id)
+            .bind(n)
+            .bind(ms)
+            .fetch_one(&mut *tx)
+            .await?;
+            let (task_count, tasks_done): (i64, i64) =
+                (row.try_get("task_count")?, row.try_get("tasks_done")?);
+            if tasks_done < task_count {
+                continue;
+            }
+            let spec: String = row.try_get("spec")?;
+            let compute_ms: f64 = row.try_get("compute_ms")?;
+            let result = match (task_count, output) {
+                (1, Some(TaskOutput::Result(result))) => result.clone(),
+                (1, Some(TaskOutput::Partial(p))) => plan::valid_spec(&spec)?.finish(p, compute_ms),
+                _ => {
+                    let partials: Vec<Option<String>> = sqlx::query_scalar(
+                        "SELECT partial FROM tasks WHERE job_id = ?1 AND state = 'succeeded' ORDER BY chunk_start",
+                    )
+                    .bind(job_id)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    let partials = partials
+                        .into_iter()
+                        .collect::<Option<Vec<String>>>()
+                        .ok_or_else(|| {
+                            StoreError::Corrupt("a task of a split job has no partial".into())
+                        })?;
+                    plan::finish_from_partials(
+                        &spec,
+                        partials.iter().map(String::as_str),
+                        compute_ms,
+                    )?
+                }
+            };
+            sqlx::query("INSERT INTO results (job_id, result, created_at) VALUES (?1, ?2, ?3)")
+                .bind(job_id)
+                .bind(plan::result_json(&result)?)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "UPDATE jobs SET state = 'succeeded', finished_at = ?2, price = ?3
+                 WHERE id = ?1 AND state IN ('queued', 'running')",
+            )
+            .bind(job_id)
+            .bind(now)
+            .bind(result.price)
+            .execute(&mut *tx)
+            .await?;
+            jobs_done += 1;
+        }
+        let tasks_done = (done.len() - refused.len()) as i64;
+        sqlx::query("UPDATE workers SET tasks_done = tasks_done + ?2, jobs_done = jobs_done + ?3 WHERE id = ?1")
+            .bind(worker)
+            .bind(tasks_done)
+            .bind(jobs_done)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(refused)
+    }
+
+    /// Fenced failure: retry after backoff, or fail the job on the last attempt.
+    pub(crate) async fn fail(
+        &self,
+        _worker: Uuid,
+        task_id: i64,
+        token: Uuid,
+        error: &str,
+    ) -> Result<bool, StoreError> {
+        let now = now_us();
+        let mut tx = self.write().await?;
+        let row = sqlx::query(
+            "UPDATE tasks SET
+                 state = CASE WHEN attempt < ?3 THEN 'queued' ELSE 'failed' END,
+                 run_at = CASE WHEN attempt < ?3 THEN ?4 + ?5 * (1 << min(max(attempt - 1, 0), 30)) ELSE run_at END,
+                 finished_at = CASE WHEN attempt < ?3 THEN NULL ELSE ?4 END,
+                 error = ?6, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+             WHERE id = ?1 AND state = 'running' AND lease_token = ?2
+             RETURNING job_id, state",
+        )
+        .bind(task_id)
+        .bind(token)
+        .bind(i64::from(self.config.max_attempts))
+        .bind(now)
+        .bind(duration_us(self.config.retry_backoff))
+        .bind(error)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else { return Ok(false) };
+        let job_id: Uuid = row.try_get("job_id")?;
+        let state: String = row.try_get("state")?;
+        if state == "failed" {
+            sqlx::query(
+                "UPDATE tasks SET state = 'cancelled', finished_at = ?2
+                 WHERE job_id = ?1 AND state IN ('queued', 'running')",
+            )
+            .bind(job_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE jobs SET state = 'failed', error = ?2, finished_at = ?3
+                 WHERE id = ?1 AND state IN ('queued', 'running')",
+            )
+            .bind(job_id)
+            .bind(error)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        } else {
+            requeue_job(&mut tx, job_id, 0).await?;
+        }
+        tx.commit().await?;
+        if state != "failed" {
+            self.wake();
+        }
+        Ok(true)
+    }
+
+    /// Fenced hand-back without using up an attempt; returns how many were held.
+    pub(crate) async fn release(
+        &self,
+        _worker: Uuid,
+        tasks: &[(i64, Uuid)],
+    ) -> Result<usize, StoreError> {
+        let now = now_us();
+        let mut tx = self.write().await?;
+        let mut per_job: BTreeMap<Uuid, i64> = BTreeMap::new();
+        for (task_id, token) in tasks {
+            let job_id: Option<Uuid> = sqlx::query_scalar(
+                "UPDATE tasks SET state = 'queued', attempt = max(attempt - 1, 0), run_at = ?3,
+                     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+                 WHERE id = ?1 AND state = 'running' AND lease_token = ?2
+                 RETURNING job_id",
+            )
+            .bind(task_id)
+            .bind(token)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(job_id) = job_id {
+                *per_job.entry(job_id).or_default() += 1;
+            }
+        }
+        let released = per_job.values().sum::<i64>() as usize;
+        for (job_id, n) in per_job {
+            requeue_job(&mut tx, job_id, n).await?;
+        }
+        tx.commit().await?;
+        if released > 0 {
+            self.wake();
+        }
+        Ok(released)
+    }
+}
+
+/// After tasks of a job went back to the queue: give back `refund`
+/// attempts, and return the job to `queued` when none of its tasks runs.
+async fn requeue_job(
+    tx: &mut Transaction<'static, Sqlite>,
+    job_id: Uuid,
+    refund: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE jobs SET
+             attempts = max(attempts - ?2, 0),
+             state = CASE WHEN NOT EXISTS (SELECT 1 FROM tasks WHERE job_id = ?1 AND state = 'running')
+                     THEN 'queued' ELSE state END
+         WHERE id = ?1 AND state = 'running'",
+    )
+    .bind(job_id)
+    .bind(refund)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

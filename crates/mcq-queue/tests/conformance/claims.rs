@@ -1,0 +1,102 @@
+//! Claiming: exclusivity under concurrency, what a claim sets, wake-ups.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use mcq_queue::JobState;
+
+use crate::harness::{Db, batch, compute, single, submit, worker};
+
+pub(crate) async fn concurrent_claimers_each_task_claimed_once(db: &Db) {
+    let setup = db.default_store().await;
+    let submitted = submit(&setup, batch(300)).await;
+    // Four claim loops, each with its own store (its own pool), as four
+    // worker processes would.
+    let mut loops = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let store = db.default_store().await;
+        loops.spawn(async move {
+            let w = worker(&store).await;
+            let mut mine = Vec::new();
+            loop {
+                let claimed = store.claim(w, 7).await.expect("claim");
+                if claimed.is_empty() {
+                    return mine;
+                }
+                let done = claimed.iter().map(compute).collect();
+                assert!(store.complete(w, done).await.expect("complete").is_empty());
+                mine.extend(claimed.into_iter().map(|t| t.task_id));
+            }
+        });
+    }
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    while let Some(ids) = loops.join_next().await {
+        for id in ids.expect("claim loop") {
+            total += 1;
+            assert!(seen.insert(id), "task {id} claimed twice");
+        }
+    }
+    assert_eq!(total, 300, "every task claimed exactly once");
+    let view = setup
+        .batch(submitted.batch_id.expect("batch"))
+        .await
+        .expect("read")
+        .expect("batch");
+    assert_eq!(view.counts.succeeded, 300);
+    assert!(view.done);
+    for id in &submitted.job_ids {
+        let job = setup.job(*id).await.expect("read").expect("job");
+        assert_eq!((job.state, job.attempts), (JobState::Succeeded, 1));
+    }
+}
+
+pub(crate) async fn claim_sets_running_token_attempt_and_start(db: &Db) {
+    let store = db.default_store().await;
+    let ids = submit(&store, batch(3)).await.job_ids;
+    let w = worker(&store).await;
+    let claimed = store.claim(w, 2).await.expect("claim");
+    assert_eq!(claimed.len(), 2, "at most max");
+    assert_eq!(claimed[0].job_id, ids[0], "oldest first");
+    assert_ne!(claimed[0].lease_token, claimed[1].lease_token);
+    for task in &claimed {
+        assert_eq!(task.attempt, 1);
+        assert_eq!(task.chunks, Some(0..1));
+        let job = store.job(task.job_id).await.expect("read").expect("job");
+        assert_eq!((job.state, job.attempts), (JobState::Running, 1));
+        assert!(
+            job.timings.started_at.is_some()
+                && job.timings.queue_wait_ms.is_some_and(|ms| ms >= 0.0)
+        );
+    }
+    assert_eq!(store.claim(w, 0).await.expect("claim").len(), 0);
+    assert_eq!(
+        store.claim(w, 10).await.expect("claim").len(),
+        1,
+        "only the third is left"
+    );
+    assert!(store.claim(w, 10).await.expect("claim").is_empty());
+}
+
+pub(crate) async fn wait_for_work_wakes_on_submit(db: &Db) {
+    let store = db.default_store().await;
+    let waiter = store.clone();
+    // Let the waiter start listening, then submit from another store.
+    let started = Instant::now();
+    let wait = tokio::spawn(async move { waiter.wait_for_work(Duration::from_secs(60)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = db.default_store().await;
+    if matches!(db, Db::Sqlite(_)) {
+        // SQLite wakes only waiters of the same process (same store).
+        submit(&store, single(1)).await;
+    } else {
+        submit(&other, single(1)).await;
+    }
+    tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .expect("woken long before the 60 s timeout")
+        .expect("waiter");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // With no work announced, the timeout bounds the wait.
+    store.wait_for_work(Duration::from_millis(50)).await;
+}

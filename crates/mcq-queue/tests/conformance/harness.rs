@@ -1,0 +1,156 @@
+//! Databases for the conformance tests and small helpers shared by them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mcq_kernel::{Spec, VarianceReduction};
+use mcq_queue::{
+    ClaimedTask, QueueConfig, Store, Submission, Submitted, TaskDone, TaskOutput, WorkerInfo,
+};
+use uuid::Uuid;
+
+/// A fresh, empty database of one backend.
+#[derive(Debug)]
+pub(crate) enum Db {
+    /// A file in a directory removed on drop.
+    Sqlite(PathBuf),
+    /// A fresh database in the shared test cluster.
+    Postgres(String),
+}
+
+impl Db {
+    /// A new SQLite file.
+    pub(crate) fn sqlite() -> Db {
+        let dir =
+            std::env::temp_dir().join(format!("mcq-queue-conformance-{}", Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("creating a temp dir");
+        Db::Sqlite(dir)
+    }
+
+    /// A new PostgreSQL database, or `None` (with a loud message) when no
+    /// server is available outside CI.
+    pub(crate) async fn postgres() -> Option<Db> {
+        mcq_testdb::postgres().await.map(|db| Db::Postgres(db.url))
+    }
+
+    /// Its URL.
+    pub(crate) fn url(&self) -> String {
+        match self {
+            Db::Sqlite(dir) => format!("sqlite:{}", dir.join("queue.sqlite").display()),
+            Db::Postgres(url) => url.clone(),
+        }
+    }
+
+    /// A migrated store on this database with `config`; several stores may
+    /// share one database (like several processes).
+    pub(crate) async fn store(&self, config: QueueConfig) -> Store {
+        let store = Store::connect(&self.url(), config).await.expect("connect");
+        store.migrate().await.expect("migrate");
+        store
+    }
+
+    /// A store with the default configuration.
+    pub(crate) async fn default_store(&self) -> Store {
+        self.store(QueueConfig::default()).await
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Db::Sqlite(dir) = self {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A cheap seeded Monte Carlo spec of `runs` paths.
+pub(crate) fn spec(runs: u64, seed: u64) -> Spec {
+    Spec {
+        runs: Some(runs),
+        seed: Some(seed),
+        variance_reduction: VarianceReduction::None,
+        ..Spec::default()
+    }
+}
+
+/// A batch of `n` small jobs with seeds 1..=n.
+pub(crate) fn batch(n: u64) -> Submission {
+    Submission {
+        as_batch: true,
+        label: Some("test".into()),
+        jobs: (1..=n).map(|s| spec(1000, s)).collect(),
+        idempotency: None,
+    }
+}
+
+/// One small job.
+pub(crate) fn single(seed: u64) -> Submission {
+    Submission {
+        as_batch: false,
+        label: None,
+        jobs: vec![spec(1000, seed)],
+        idempotency: None,
+    }
+}
+
+/// Submits and unwraps.
+pub(crate) async fn submit(store: &Store, submission: Submission) -> Submitted {
+    store.submit(submission).await.expect("submit")
+}
+
+/// Registers a worker with a made-up identity.
+pub(crate) async fn worker(store: &Store) -> Uuid {
+    let info = WorkerInfo {
+        hostname: "test-host".into(),
+        pid: std::process::id(),
+        concurrency: 4,
+    };
+    store.register_worker(info).await.expect("register")
+}
+
+/// Runs the kernel on a claimed task the way a worker would.
+pub(crate) fn compute(task: &ClaimedTask) -> TaskDone {
+    let valid = task.spec.validate().expect("claimed spec is valid");
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let output = match &task.chunks {
+        Some(chunks) => TaskOutput::Partial(
+            valid
+                .run_chunks(chunks.clone(), &cancel)
+                .expect("not cancelled"),
+        ),
+        None => TaskOutput::Result(valid.price(&cancel).expect("not cancelled")),
+    };
+    TaskDone {
+        task_id: task.task_id,
+        lease_token: task.lease_token,
+        output,
+        compute_ms: 0.25,
+    }
+}
+
+/// Claims until nothing is left, completing everything; returns the tasks claimed.
+pub(crate) async fn drain(store: &Store, worker: Uuid) -> Vec<ClaimedTask> {
+    let mut all = Vec::new();
+    loop {
+        let claimed = store.claim(worker, 50).await.expect("claim");
+        if claimed.is_empty() {
+            return all;
+        }
+        let done = claimed.iter().map(compute).collect();
+        let refused = store.complete(worker, done).await.expect("complete");
+        assert!(
+            refused.is_empty(),
+            "fresh leases must not be refused: {refused:?}"
+        );
+        all.extend(claimed);
+    }
+}
+
+/// A configuration with short leases and backoff for timing tests.
+pub(crate) fn quick(lease_ms: u64) -> QueueConfig {
+    QueueConfig {
+        lease: Duration::from_millis(lease_ms),
+        retry_backoff: Duration::from_millis(lease_ms),
+        ..QueueConfig::default()
+    }
+}

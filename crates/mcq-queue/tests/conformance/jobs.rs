@@ -1,0 +1,227 @@
+//! Submission, validation, idempotency and the results of finished jobs.
+
+use std::sync::atomic::AtomicBool;
+
+use mcq_kernel::CHUNK_PATHS;
+use mcq_queue::{IdempotencyKey, JobState, QueueConfig, StoreError, Submission};
+
+use crate::harness::{Db, batch, compute, drain, single, spec, submit, worker};
+
+pub(crate) async fn submit_creates_queued_jobs_and_tasks(db: &Db) {
+    let store = db.default_store().await;
+    let submitted = submit(&store, batch(5)).await;
+    assert!(!submitted.replayed);
+    let batch_id = submitted.batch_id.expect("a batch id");
+    assert_eq!(submitted.job_ids.len(), 5);
+    for (i, id) in submitted.job_ids.iter().enumerate() {
+        let job = store.job(*id).await.expect("read").expect("job exists");
+        assert_eq!(job.state, JobState::Queued);
+        assert_eq!(job.batch_id, Some(batch_id));
+        assert_eq!(
+            job.spec,
+            spec(1000, i as u64 + 1),
+            "spec stored as submitted"
+        );
+        assert_eq!(job.attempts, 0);
+        assert!(job.result.is_none() && job.error.is_none());
+        assert!(job.timings.started_at.is_none() && job.timings.queue_wait_ms.is_none());
+    }
+    let view = store
+        .batch(batch_id)
+        .await
+        .expect("read")
+        .expect("batch exists");
+    assert_eq!((view.total, view.counts.queued, view.done), (5, 5, false));
+    assert_eq!(view.label.as_deref(), Some("test"));
+    assert!(
+        store
+            .job(uuid::Uuid::new_v4())
+            .await
+            .expect("read")
+            .is_none()
+    );
+    assert!(
+        store
+            .batch(uuid::Uuid::new_v4())
+            .await
+            .expect("read")
+            .is_none()
+    );
+
+    let single = submit(&store, single(9)).await;
+    assert_eq!((single.batch_id, single.job_ids.len()), (None, 1));
+    // 6 jobs of one task each.
+    let w = worker(&store).await;
+    assert_eq!(store.claim(w, 100).await.expect("claim").len(), 6);
+}
+
+pub(crate) async fn invalid_spec_rejects_whole_submission(db: &Db) {
+    let store = db.default_store().await;
+    let mut submission = batch(3);
+    submission.jobs[1].down = 2.0; // above interest: arbitrage
+    match store.submit(submission).await {
+        Err(StoreError::InvalidSpec { index, message }) => {
+            assert_eq!(index, 1);
+            assert!(
+                message.contains("down"),
+                "message names the field: {message}"
+            );
+        }
+        other => panic!("expected InvalidSpec, got {other:?}"),
+    }
+    let empty = Submission {
+        as_batch: true,
+        label: None,
+        jobs: Vec::new(),
+        idempotency: None,
+    };
+    assert!(matches!(
+        store.submit(empty).await,
+        Err(StoreError::InvalidSpec { .. })
+    ));
+    let w = worker(&store).await;
+    assert!(
+        store.claim(w, 10).await.expect("claim").is_empty(),
+        "nothing was enqueued"
+    );
+}
+
+fn keyed(mut submission: Submission, key: &str, fingerprint: &str) -> Submission {
+    submission.idempotency = Some(IdempotencyKey {
+        key: key.into(),
+        fingerprint: fingerprint.into(),
+    });
+    submission
+}
+
+pub(crate) async fn idempotent_submit_replays_and_conflicts(db: &Db) {
+    let store = db.default_store().await;
+    let first = submit(&store, keyed(single(1), "k1", "f1")).await;
+    let again = submit(&store, keyed(single(1), "k1", "f1")).await;
+    assert!(!first.replayed && again.replayed);
+    assert_eq!(first.job_ids, again.job_ids);
+    assert_eq!(again.batch_id, None);
+    match store.submit(keyed(single(2), "k1", "f2")).await {
+        Err(StoreError::IdempotencyConflict) => {}
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let w = worker(&store).await;
+    assert_eq!(
+        store.claim(w, 10).await.expect("claim").len(),
+        1,
+        "replays enqueue nothing"
+    );
+}
+
+pub(crate) async fn idempotent_batch_replays_in_order(db: &Db) {
+    let store = db.default_store().await;
+    // Concurrent submits with one key: exactly one creates, the other replays.
+    let (a, b) = tokio::join!(
+        store.submit(keyed(batch(40), "batch-key", "fp")),
+        store.submit(keyed(batch(40), "batch-key", "fp")),
+    );
+    let (a, b) = (a.expect("submit a"), b.expect("submit b"));
+    assert_ne!(a.replayed, b.replayed, "one original, one replay");
+    assert_eq!(a.batch_id, b.batch_id);
+    assert_eq!(
+        a.job_ids, b.job_ids,
+        "replay lists the ids in submission order"
+    );
+    let view = store
+        .batch(a.batch_id.expect("batch"))
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(view.total, 40);
+}
+
+pub(crate) async fn split_job_merges_bit_identical_to_one_process(db: &Db) {
+    let config = QueueConfig {
+        chunks_per_task: 2,
+        ..QueueConfig::default()
+    };
+    let store = db.store(config).await;
+    let job_spec = spec(5 * CHUNK_PATHS - 123, 42); // 5 chunks, the last one short
+    let submission = Submission {
+        as_batch: false,
+        label: None,
+        jobs: vec![job_spec.clone()],
+        idempotency: None,
+    };
+    let id = submit(&store, submission).await.job_ids[0];
+    let (w1, w2) = (worker(&store).await, worker(&store).await);
+    let mut tasks = store.claim(w1, 10).await.expect("claim");
+    assert_eq!(tasks.len(), 3, "ceil(5 / 2) tasks");
+    let ranges: Vec<_> = tasks
+        .iter()
+        .map(|t| t.chunks.clone().expect("chunked"))
+        .collect();
+    assert_eq!(ranges, vec![0..2, 2..4, 4..5]);
+    // Finish them out of order, from two workers' point of view: the last
+    // one in the middle, the rest together.
+    tasks.reverse();
+    let last = tasks.remove(1);
+    let done: Vec<_> = tasks.iter().map(compute).collect();
+    assert!(store.complete(w1, done).await.expect("complete").is_empty());
+    assert_eq!(
+        store.job(id).await.expect("read").expect("job").state,
+        JobState::Running
+    );
+    assert!(
+        store
+            .complete(w2, vec![compute(&last)])
+            .await
+            .expect("complete")
+            .is_empty()
+    );
+
+    let job = store.job(id).await.expect("read").expect("job");
+    assert_eq!(job.state, JobState::Succeeded);
+    let got = job.result.expect("result");
+    let local = job_spec
+        .validate()
+        .expect("valid")
+        .price(&AtomicBool::new(false))
+        .expect("priced");
+    assert_eq!(
+        got.price.to_bits(),
+        local.price.to_bits(),
+        "{} vs {}",
+        got.price,
+        local.price
+    );
+    assert_eq!(got.std_error.to_bits(), local.std_error.to_bits());
+    assert_eq!(got.paths, local.paths);
+    assert_eq!(
+        job.timings.compute_ms,
+        Some(0.75),
+        "kernel time summed over the 3 tasks"
+    );
+}
+
+pub(crate) async fn single_task_job_result_matches_kernel(db: &Db) {
+    let store = db.default_store().await;
+    let job_spec = spec(3 * CHUNK_PATHS, 7);
+    let submission = Submission {
+        as_batch: false,
+        label: None,
+        jobs: vec![job_spec.clone()],
+        idempotency: None,
+    };
+    let id = submit(&store, submission).await.job_ids[0];
+    let w = worker(&store).await;
+    let claimed = drain(&store, w).await;
+    assert_eq!(claimed.len(), 1, "3 chunks fit one task of 16");
+    let job = store.job(id).await.expect("read").expect("job");
+    assert_eq!(job.state, JobState::Succeeded);
+    assert!(job.timings.finished_at.is_some());
+    let local = job_spec
+        .validate()
+        .expect("valid")
+        .price(&AtomicBool::new(false))
+        .expect("priced");
+    assert_eq!(
+        job.result.expect("result").price.to_bits(),
+        local.price.to_bits()
+    );
+}

@@ -1,0 +1,61 @@
+//! The queue's conformance suite: every test is written once, as an async
+//! function taking a [`harness::Db`], and instantiated below for SQLite and
+//! for PostgreSQL. A backend passes only if it passes all of them.
+
+mod harness;
+
+mod claims;
+mod jobs;
+mod leases;
+mod lifecycle;
+mod reads;
+
+/// Instantiates each listed test for both backends.
+macro_rules! conformance {
+    ($($module:ident :: $name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = crate::harness::Db::sqlite();
+                    crate::$module::$name(&db).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = crate::harness::Db::postgres().await else { return };
+                    crate::$module::$name(&db).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance! {
+    jobs::submit_creates_queued_jobs_and_tasks,
+    jobs::invalid_spec_rejects_whole_submission,
+    jobs::idempotent_submit_replays_and_conflicts,
+    jobs::idempotent_batch_replays_in_order,
+    jobs::split_job_merges_bit_identical_to_one_process,
+    jobs::single_task_job_result_matches_kernel,
+    claims::concurrent_claimers_each_task_claimed_once,
+    claims::claim_sets_running_token_attempt_and_start,
+    claims::wait_for_work_wakes_on_submit,
+    leases::expired_lease_is_rescued_by_next_claim,
+    leases::heartbeat_keeps_lease_alive,
+    leases::late_completion_fail_and_release_are_refused,
+    leases::release_hands_back_without_spending_an_attempt,
+    lifecycle::failure_retries_after_backoff,
+    lifecycle::last_attempt_fails_job_and_cancels_siblings,
+    lifecycle::cancel_queued_job_leaves_queue,
+    lifecycle::cancel_running_job_is_reported_by_heartbeat,
+    lifecycle::cancel_finished_job_changes_nothing,
+    lifecycle::cancel_batch_counts_unfinished_jobs,
+    lifecycle::retention_prunes_only_old_finished_work,
+    reads::batch_aggregates_equal_recomputation,
+    reads::batch_jobs_pages_in_submission_order,
+    reads::workers_are_listed_with_counters_until_deregistered,
+}
