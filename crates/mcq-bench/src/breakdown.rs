@@ -29,6 +29,8 @@ pub struct ServerTimes {
     pub finished_at: DateTime<Utc>,
     /// Kernel time the worker reported, in milliseconds.
     pub compute_ms: f64,
+    /// The server's own `queue_wait_ms`, kept to check it against the timestamps.
+    pub queue_wait_ms: Option<f64>,
 }
 
 /// A job's life as offsets (ms) from the trial start, and its parts.
@@ -52,6 +54,8 @@ pub struct Breakdown {
     pub result_latency_ms: f64,
     /// Seen − submitted.
     pub end_to_end_ms: f64,
+    /// The queue wait the server reported (service only).
+    pub server_queue_wait_ms: Option<f64>,
 }
 
 impl Breakdown {
@@ -105,6 +109,7 @@ pub fn break_down(origin: DateTime<Utc>, jobs: &[ServerTimes], polls: &[Poll]) -
                 dispatch_ms: finished_ms - started_ms - job.compute_ms,
                 result_latency_ms: seen_ms - finished_ms,
                 end_to_end_ms: seen_ms - submitted_ms,
+                server_queue_wait_ms: job.queue_wait_ms,
             }
         })
         .collect()
@@ -132,6 +137,7 @@ mod tests {
                 started_at: at(t0, 1_500),
                 finished_at: at(t0, 9_000),
                 compute_ms: 7.0,
+                queue_wait_ms: Some(1.0),
             },
             // Finishes first.
             ServerTimes {
@@ -139,6 +145,7 @@ mod tests {
                 started_at: at(t0, 1_000),
                 finished_at: at(t0, 4_000),
                 compute_ms: 2.5,
+                queue_wait_ms: Some(0.5),
             },
         ];
         let polls = [
@@ -179,6 +186,7 @@ mod tests {
             started_at: at(t0, 10),
             finished_at: at(t0, 5_000),
             compute_ms: 4.0,
+            queue_wait_ms: None,
         }];
         // The count says 1 already at 4 ms (another clock's rounding), but
         // the job had not finished then: the next poll is the one that saw it.

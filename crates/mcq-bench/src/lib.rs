@@ -240,6 +240,7 @@ mod tests {
                             dispatch_ms: 0.2,
                             result_latency_ms: 0.5,
                             end_to_end_ms: seen_ms - submitted_ms,
+                            server_queue_wait_ms: None,
                         });
                     }
                 }

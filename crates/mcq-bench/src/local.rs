@@ -60,6 +60,7 @@ pub(crate) fn run_trial(
                 dispatch_ms: finished_ms - started_ms - result.elapsed_ms,
                 result_latency_ms: 0.0,
                 end_to_end_ms: finished_ms,
+                server_queue_wait_ms: None,
             },
         })
     };

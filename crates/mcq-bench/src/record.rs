@@ -82,4 +82,7 @@ pub struct JobRecord {
     pub result_latency_ms: f64,
     /// Seen − submitted.
     pub end_to_end_ms: f64,
+    /// The queue wait the server reported, to check against the timestamps
+    /// (empty locally).
+    pub server_queue_wait_ms: Option<f64>,
 }

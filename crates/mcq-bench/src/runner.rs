@@ -202,6 +202,7 @@ fn job_records(
                 dispatch_ms: b.dispatch_ms,
                 result_latency_ms: b.result_latency_ms,
                 end_to_end_ms: b.end_to_end_ms,
+                server_queue_wait_ms: b.server_queue_wait_ms,
             }
         })
         .collect()

@@ -62,6 +62,8 @@ pub(crate) struct JobTimings {
     pub(crate) started_at: Option<DateTime<Utc>>,
     /// Result written.
     pub(crate) finished_at: Option<DateTime<Utc>>,
+    /// Started − submitted, as the server computed it.
+    pub(crate) queue_wait_ms: Option<f64>,
     /// Kernel time over the job's tasks.
     pub(crate) compute_ms: Option<f64>,
 }

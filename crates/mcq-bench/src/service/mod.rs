@@ -206,6 +206,7 @@ impl Service {
                     started_at,
                     finished_at,
                     compute_ms,
+                    queue_wait_ms: t.queue_wait_ms,
                 });
             }
             let parts = break_down(origin, &times, &polls);

@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+/// The embedded database file, in the service's working directory.
+const SQLITE_FILE: &str = "bench.sqlite";
+
 /// How long a server may take to print its address.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -37,6 +40,8 @@ pub enum Backend {
 pub(crate) struct ServiceProcesses {
     children: Vec<Child>,
     url: String,
+    /// Directory of an embedded database to delete when done.
+    sqlite_dir: Option<PathBuf>,
 }
 
 impl ServiceProcesses {
@@ -44,9 +49,11 @@ impl ServiceProcesses {
     /// directory and log directory, and waits until it prints its address.
     pub(crate) fn start(exe: &Path, backend: &Backend, dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let sqlite_dir = matches!(backend, Backend::Embedded { .. }).then(|| dir.to_path_buf());
         let mut processes = Self {
             children: Vec::new(),
             url: String::new(),
+            sqlite_dir,
         };
         let mut serve = Command::new(exe);
         serve
@@ -54,22 +61,19 @@ impl ServiceProcesses {
             .args(["serve", "--listen", "127.0.0.1:0"]);
         match backend {
             Backend::Embedded { workers } => {
-                serve.args(["--embedded-workers", &workers.to_string()]);
+                // A fresh database file per run, so the first trial is cold
+                // and earlier runs' rows do not weigh on this one.
+                remove_sqlite(dir)?;
+                serve.args([
+                    "--database-url",
+                    &format!("sqlite:{SQLITE_FILE}"),
+                    "--embedded-workers",
+                    &workers.to_string(),
+                ]);
             }
+            // The server applies the migrations before it prints its address,
+            // so the workers started after that find the schema in place.
             Backend::Postgres { url, .. } => {
-                let status = Command::new(exe)
-                    .current_dir(dir)
-                    .args(["migrate", "--database-url", url])
-                    .stdout(Stdio::null())
-                    .stderr(log_file(dir, "migrate.log")?)
-                    .status()
-                    .context("running `mcq migrate`")?;
-                if !status.success() {
-                    bail!(
-                        "`mcq migrate` failed ({status}); see {}",
-                        dir.join("migrate.log").display()
-                    );
-                }
                 serve.args(["--embedded-workers", "0", "--database-url", url]);
             }
         }
@@ -91,7 +95,17 @@ impl ServiceProcesses {
             for i in 0..*workers {
                 let worker = Command::new(exe)
                     .current_dir(dir)
-                    .args(["worker", "--database-url", url])
+                    // One task at a time on one thread, like an embedded
+                    // worker: N workers are N compute slots.
+                    .args([
+                        "worker",
+                        "--database-url",
+                        url,
+                        "--concurrency",
+                        "1",
+                        "--threads",
+                        "1",
+                    ])
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(log_file(dir, &format!("worker-{i}.log"))?)
@@ -130,7 +144,23 @@ impl Drop for ServiceProcesses {
             let _ = child.kill();
             let _ = child.wait();
         }
+        if let Some(dir) = &self.sqlite_dir {
+            let _ = remove_sqlite(dir);
+        }
     }
+}
+
+/// Deletes the embedded database and its WAL files, if present.
+fn remove_sqlite(dir: &Path) -> anyhow::Result<()> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let path = dir.join(format!("{SQLITE_FILE}{suffix}"));
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(err).with_context(|| format!("removing {}", path.display())),
+        }
+    }
+    Ok(())
 }
 
 fn log_file(dir: &Path, name: &str) -> anyhow::Result<File> {

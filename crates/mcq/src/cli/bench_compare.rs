@@ -1,13 +1,201 @@
-//! (Being written; replaced by its owner.)
+//! `mcq bench compare`: the same batch locally and through the service,
+//! with progress bars while it runs and a table, CSV, JSON and charts after.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
 
-/// Flags of this subcommand.
+use anyhow::{Context, bail};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use mcq_bench::{Backend, Event, Plan, Platform, PollOptions, Target, parse_count};
+
+/// Flags of `mcq bench compare`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// Pricing calls per batch.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    calls: u32,
+    /// Paths per call (1000000, 1_000_000 and 1e6 all work).
+    #[arg(long, default_value = "1e6", value_parser = parse_count)]
+    runs: u64,
+    /// Trials per platform; the first is reported as cold.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    trials: u32,
+    /// Platforms, comma-separated: local-1, local-all, service.
+    #[arg(
+        long,
+        default_value = "local-1,local-all,service",
+        value_delimiter = ','
+    )]
+    platforms: Vec<Platform>,
+    /// Measure against a running server instead of starting one.
+    #[arg(long, conflicts_with_all = ["workers", "database_url"])]
+    server: Option<String>,
+    /// Start a private server with N workers (default: one per core): embedded
+    /// workers on the SQLite default, or N `mcq worker` processes with --database-url.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    workers: Option<u32>,
+    /// PostgreSQL for the private server (e.g. postgres://user@localhost/db).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Also measure these paths per call and find the break-even (e.g. 1e3,1e4,1e5).
+    #[arg(long, value_delimiter = ',', value_parser = parse_count)]
+    sweep_runs: Option<Vec<u64>>,
+    /// Directory for CSV, JSON and charts.
+    #[arg(long, default_value = "mcq-out")]
+    out: PathBuf,
+    /// Seed of call 0; call i uses seed + i on every platform.
+    #[arg(long, default_value_t = 2010)]
+    seed: u64,
+    /// Threads of local-all (default: the machine's cores).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
+    /// Milliseconds between batch polls on the service platform.
+    #[arg(long, default_value_t = 5.0)]
+    poll_ms: f64,
+    /// Give up on a service batch after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
+}
 
-/// Runs this subcommand.
+/// Runs `mcq bench compare`.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("this command is not available yet")
+    // Repeating a platform must not run it twice.
+    let mut platforms: Vec<Platform> = args.platforms.clone();
+    platforms.sort();
+    platforms.dedup();
+    if !(args.poll_ms.is_finite() && (0.1..=10_000.0).contains(&args.poll_ms)) {
+        bail!(
+            "--poll-ms must be between 0.1 and 10000, got {}",
+            args.poll_ms
+        );
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut levels = args.sweep_runs.clone().unwrap_or_default();
+    levels.push(args.runs);
+    levels.sort_unstable();
+    levels.dedup();
+    let service = if platforms.contains(&Platform::Service) {
+        Some(match (&args.server, &args.database_url) {
+            (Some(url), _) => Target::Server(url.clone()),
+            (None, Some(url)) => Target::Start(Backend::Postgres {
+                url: url.clone(),
+                workers: args.workers.unwrap_or(u32::try_from(cores).unwrap_or(1)),
+            }),
+            (None, None) => Target::Start(Backend::Embedded {
+                workers: args.workers.unwrap_or(u32::try_from(cores).unwrap_or(1)),
+            }),
+        })
+    } else {
+        None
+    };
+    let plan = Plan {
+        calls: args.calls,
+        levels,
+        trials: args.trials,
+        platforms,
+        seed: args.seed,
+        local_all_threads: args.threads.map_or(cores, |t| t as usize),
+        service,
+        poll: PollOptions {
+            interval: Duration::from_secs_f64(args.poll_ms / 1e3),
+            timeout: Duration::from_secs(args.timeout_secs),
+        },
+        exe: std::env::current_exe().context("locating the mcq executable to start the service")?,
+        service_dir: args.out.join("service"),
+    };
+    let bars = Bars::new(&plan);
+    let report = mcq_bench::compare(&plan, args.runs, args.out.clone(), &|event| bars.on(event))?;
+    bars.finish();
+    print!("{}", report.table);
+    println!(
+        "wrote {} files to {}",
+        report.summary.files.len(),
+        report.out_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An overall bar over all trials and one for the running trial's calls.
+struct Bars {
+    multi: MultiProgress,
+    overall: ProgressBar,
+    current: Mutex<Option<ProgressBar>>,
+    trials: u32,
+}
+
+impl Bars {
+    fn new(plan: &Plan) -> Self {
+        let multi = MultiProgress::new();
+        let total = plan.levels.len() as u64 * u64::from(plan.trials) * plan.platforms.len() as u64;
+        let overall = multi.add(ProgressBar::new(total));
+        overall.set_style(
+            ProgressStyle::with_template(
+                "trials {bar:30.cyan/blue} {pos}/{len} [{elapsed_precise}] {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Self {
+            multi,
+            overall,
+            current: Mutex::new(None),
+            trials: plan.trials,
+        }
+    }
+
+    fn on(&self, event: Event) {
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match event {
+            Event::ServiceReady { url, slots } => {
+                let _ = self
+                    .multi
+                    .println(format!("service ready at {url} with {slots} compute slots"));
+            }
+            Event::TrialStarted {
+                platform,
+                runs,
+                trial,
+                calls,
+            } => {
+                let bar = self.multi.add(ProgressBar::new(u64::from(calls)));
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix:>30} {bar:30.green/white} {pos}/{len} calls",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                bar.set_prefix(format!(
+                    "{platform} {runs} runs, trial {trial}/{}",
+                    self.trials
+                ));
+                *current = Some(bar);
+            }
+            Event::Progress(done) => {
+                if let Some(bar) = current.as_ref() {
+                    bar.set_position(done);
+                }
+            }
+            Event::TrialFinished(record) => {
+                if let Some(bar) = current.take() {
+                    bar.finish_and_clear();
+                    self.multi.remove(&bar);
+                }
+                self.overall.inc(1);
+                self.overall.set_message(format!(
+                    "last: {} {:.3} s{}",
+                    record.platform,
+                    record.wall_ms / 1e3,
+                    if record.cold { " (cold)" } else { "" }
+                ));
+            }
+        }
+    }
+
+    fn finish(&self) {
+        self.overall.finish_and_clear();
+    }
 }

@@ -1,3 +1,310 @@
-//! `mcq bench compare` end to end on a small configuration.
+//! `mcq bench compare` end to end on a small configuration: all three
+//! platforms, a private server with one embedded worker, a two-level sweep.
+//! Checks that every output exists and parses, and that each service job's
+//! time breakdown is consistent with the timestamps the server recorded.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use super::mcq;
+
+/// A scratch directory removed when the test ends (also on failure).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!("mcq-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Rows of a CSV file we wrote (no quoting needed: no field has a comma).
+fn read_csv(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<String> = lines
+        .next()
+        .expect("a header row")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let rows = lines
+        .map(|line| {
+            let cells: Vec<&str> = line.split(',').collect();
+            assert_eq!(
+                cells.len(),
+                header.len(),
+                "row {line:?} of {}",
+                path.display()
+            );
+            header
+                .iter()
+                .cloned()
+                .zip(cells.into_iter().map(str::to_owned))
+                .collect()
+        })
+        .collect();
+    (header, rows)
+}
+
+fn num(row: &HashMap<String, String>, column: &str) -> f64 {
+    row[column]
+        .parse()
+        .unwrap_or_else(|e| panic!("{column} = {:?}: {e}", row[column]))
+}
+
+#[test]
+fn compare_runs_end_to_end_and_writes_every_output() {
+    let scratch = Scratch::new("bench-compare");
+    let out_dir = scratch.0.join("out");
+    let output = mcq()
+        .current_dir(&scratch.0)
+        .args([
+            "bench",
+            "compare",
+            "--calls",
+            "3",
+            "--runs",
+            "2e4",
+            "--sweep-runs",
+            "2_000",
+            "--trials",
+            "2",
+        ])
+        .args([
+            "--platforms",
+            "local-1,local-all,service",
+            "--workers",
+            "1",
+            "--poll-ms",
+            "2",
+            "--seed",
+            "7",
+        ])
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("run mcq bench compare");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "mcq bench compare failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for platform in ["local-1", "local-all", "service"] {
+        assert!(
+            stdout.contains(platform),
+            "the table does not list {platform}:\n{stdout}"
+        );
+    }
+
+    // Every trial: 2 levels × 2 trials × 3 platforms.
+    let (header, trials) = read_csv(&out_dir.join("trials.csv"));
+    for column in [
+        "platform",
+        "runs",
+        "trial",
+        "cold",
+        "calls",
+        "slots",
+        "wall_ms",
+        "compute_ms",
+        "overhead_per_job_ms",
+    ] {
+        assert!(
+            header.iter().any(|h| h == column),
+            "trials.csv lacks {column}: {header:?}"
+        );
+    }
+    assert_eq!(trials.len(), 12);
+    for row in &trials {
+        assert!(
+            num(row, "wall_ms") > 0.0 && num(row, "compute_ms") > 0.0,
+            "{row:?}"
+        );
+        assert_eq!(row["cold"], (row["trial"] == "1").to_string());
+    }
+
+    // Every job, and its breakdown.
+    let (header, jobs) = read_csv(&out_dir.join("jobs.csv"));
+    for column in [
+        "platform",
+        "job_id",
+        "price",
+        "queue_wait_ms",
+        "compute_ms",
+        "dispatch_ms",
+        "result_latency_ms",
+        "end_to_end_ms",
+    ] {
+        assert!(
+            header.iter().any(|h| h == column),
+            "jobs.csv lacks {column}: {header:?}"
+        );
+    }
+    assert_eq!(jobs.len(), 36);
+    // Identities between derived columns hold to rounding; comparisons of a
+    // server timestamp with the client's clock or with a measured duration
+    // hold to the timestamps' resolution (SQLite stores milliseconds).
+    let rounding = 1e-6;
+    let resolution = 1.0;
+    let service: Vec<_> = jobs.iter().filter(|j| j["platform"] == "service").collect();
+    assert_eq!(service.len(), 12);
+    for job in &service {
+        assert!(!job["job_id"].is_empty());
+        let (submitted, started, finished, seen) = (
+            num(job, "submitted_ms"),
+            num(job, "started_ms"),
+            num(job, "finished_ms"),
+            num(job, "seen_ms"),
+        );
+        assert!(
+            submitted >= -resolution,
+            "submitted before the client sent the batch: {job:?}"
+        );
+        assert!(
+            submitted <= started && started <= finished && finished <= seen,
+            "timestamps out of order: {job:?}"
+        );
+        let (queue, compute, dispatch, latency) = (
+            num(job, "queue_wait_ms"),
+            num(job, "compute_ms"),
+            num(job, "dispatch_ms"),
+            num(job, "result_latency_ms"),
+        );
+        assert!((queue - (started - submitted)).abs() <= rounding, "{job:?}");
+        // The server's own queue wait agrees with its timestamps.
+        assert!(
+            (num(job, "server_queue_wait_ms") - queue).abs() <= resolution,
+            "{job:?}"
+        );
+        assert!((latency - (seen - finished)).abs() <= rounding, "{job:?}");
+        // 20,000 paths are one task: its kernel time fits between claim and result.
+        assert!(
+            compute > 0.0 && compute <= finished - started + resolution,
+            "compute outside its span: {job:?}"
+        );
+        assert!(dispatch >= -resolution, "{job:?}");
+        let e2e = num(job, "end_to_end_ms");
+        assert!(
+            (queue + compute + dispatch + latency - e2e).abs() <= rounding,
+            "parts do not add up: {job:?}"
+        );
+        assert!((e2e - (seen - submitted)).abs() <= rounding, "{job:?}");
+    }
+    // Same seeds on every platform: the same prices, bit for bit.
+    for job in &jobs {
+        let reference = jobs
+            .iter()
+            .find(|r| {
+                r["platform"] == "local-1"
+                    && r["runs"] == job["runs"]
+                    && r["trial"] == job["trial"]
+                    && r["index"] == job["index"]
+            })
+            .unwrap();
+        assert_eq!(job["price"], reference["price"], "{job:?}");
+    }
+
+    // The summary.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["settings"]["calls"], 3);
+    assert_eq!(
+        summary["settings"]["levels"],
+        serde_json::json!([2000, 20000])
+    );
+    let levels = summary["levels"].as_array().expect("levels");
+    assert_eq!(levels.len(), 6);
+    for level in levels {
+        for field in [
+            "platform",
+            "runs",
+            "slots",
+            "cold_wall_ms",
+            "wall_ms",
+            "speedup_vs_local_1",
+            "efficiency_vs_local_all",
+            "overhead_per_job_ms",
+            "jobs",
+        ] {
+            assert!(
+                level.get(field).is_some(),
+                "summary level lacks {field}: {level}"
+            );
+        }
+        assert_eq!(level["price_mismatches_vs_local_1"], 0, "{level}");
+    }
+    let break_even = &summary["break_even"];
+    assert_eq!(break_even["points"].as_array().map(Vec::len), Some(2));
+    assert!(
+        break_even["service_beats_local_1"]["kind"].is_string(),
+        "{break_even}"
+    );
+
+    // The charts.
+    for name in ["wall-per-trial", "job-breakdown", "break-even"] {
+        let png = std::fs::read(out_dir.join(format!("{name}.png"))).unwrap();
+        assert!(
+            png.len() > 1000 && png.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{name}.png is not a PNG"
+        );
+        let svg = std::fs::read_to_string(out_dir.join(format!("{name}.svg"))).unwrap();
+        let root = svg.trim_start().trim_start_matches(|c| c != '<');
+        assert!(
+            root.starts_with("<svg") || root.starts_with("<?xml"),
+            "{name}.svg: {}",
+            &svg[..svg.len().min(80)]
+        );
+        assert!(
+            svg.contains("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{name}.svg is not an SVG document"
+        );
+        assert!(svg.contains("<text"), "{name}.svg has no text");
+    }
+    for file in summary["files"].as_array().unwrap() {
+        assert!(
+            out_dir.join(file.as_str().unwrap()).exists(),
+            "{file} listed but missing"
+        );
+    }
+}
+
+#[test]
+fn bad_flags_are_rejected_with_a_clear_message() {
+    for (args, expected) in [
+        (&["--runs", "1.5"][..], "whole number"),
+        (&["--runs", "abc"][..], "not a count"),
+        (&["--platforms", "gpu"][..], "unknown platform"),
+        (&["--calls", "0"][..], "calls"),
+        (
+            &["--server", "http://x", "--workers", "2"][..],
+            "cannot be used with",
+        ),
+        (&["--poll-ms", "NaN"][..], "poll-ms"),
+    ] {
+        let output = mcq()
+            .args(["bench", "compare"])
+            .args(args)
+            .output()
+            .expect("run mcq");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} was accepted");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: expected {expected:?} in\n{stderr}"
+        );
+    }
+}
