@@ -1,2 +1,148 @@
-//! Shared plumbing of the end-to-end tests: finding the `mcq` binary and
+//! Shared plumbing of the process tests: finding the `mcq` binary and
 //! running it as a child process that is killed when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+
+/// Path of the `mcq` binary built alongside this test executable.
+///
+/// Test executables live in `target/<profile>/deps/`; the binary is
+/// `target/<profile>/mcq`. `cargo test --workspace` builds it because the
+/// `mcq` package has an integration test; a lone `cargo test -p mcq-tests`
+/// does not, hence the message.
+pub fn mcq_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("test executable inside target/<profile>/deps");
+    let bin = profile_dir.join(format!("mcq{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "the mcq binary is missing at {}: run `cargo build -p mcq` (same profile) first",
+        bin.display()
+    );
+    bin
+}
+
+/// A running `mcq` child process; SIGKILLed when dropped if still running.
+/// Its stderr (the logs) goes to a file, shown by [`McqProcess::logs`].
+#[derive(Debug)]
+pub struct McqProcess {
+    child: Child,
+    name: String,
+    log: PathBuf,
+}
+
+impl McqProcess {
+    /// Starts `mcq <args>` with extra environment variables; `name` labels it
+    /// in messages and names its log file in `log_dir`.
+    pub fn spawn(name: &str, args: &[&str], envs: &[(&str, &str)], log_dir: &Path) -> anyhow::Result<McqProcess> {
+        let log = log_dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut command = Command::new(mcq_bin());
+        command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(file);
+        for (key, value) in envs {
+            command.env(key, value);
+        }
+        let child = command.spawn().with_context(|| format!("starting mcq {}", args.join(" ")))?;
+        Ok(McqProcess { child, name: name.to_owned(), log })
+    }
+
+    /// Starts `mcq worker --database-url <url> <extra>` logging at debug level.
+    pub fn worker(name: &str, url: &str, extra: &[&str], log_dir: &Path) -> anyhow::Result<McqProcess> {
+        let mut args = vec!["worker", "--database-url", url];
+        args.extend_from_slice(extra);
+        McqProcess::spawn(name, &args, &[("RUST_LOG", "info,mcq_worker=debug")], log_dir)
+    }
+
+    /// Process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM (a graceful stop request).
+    pub fn terminate(&self) -> anyhow::Result<()> {
+        // std only knows SIGKILL, and this workspace forbids unsafe libc
+        // calls, so `kill(1)` sends the signal.
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .context("running kill -TERM")?;
+        if !status.success() {
+            bail!("kill -TERM {} failed", self.pid());
+        }
+        Ok(())
+    }
+
+    /// Sends SIGKILL and reaps the process.
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        self.child.kill().context("SIGKILL")?;
+        self.child.wait().context("reaping the killed process")?;
+        Ok(())
+    }
+
+    /// Exit status if the process has ended.
+    pub fn try_status(&mut self) -> anyhow::Result<Option<ExitStatus>> {
+        self.child.try_wait().context("polling the child process")
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.try_status()? {
+                return Ok(status);
+            }
+            if start.elapsed() > timeout {
+                bail!("{} did not exit within {timeout:?}\n{}", self.name, self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The process's log so far, labelled, for failure messages.
+    pub fn logs(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        // The tail is what explains a failure; whole logs drown it.
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+        format!("--- {} log ({}) ---\n{tail}\n--- end of {} log ---", self.name, self.log.display(), self.name)
+    }
+}
+
+impl Drop for McqProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A temporary directory removed when dropped (logs are kept on panic so a
+/// failure can be inspected).
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates a fresh directory under the system temp dir.
+    pub fn new(prefix: &str) -> anyhow::Result<TempDir> {
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(TempDir(dir))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}

@@ -1,1 +1,11 @@
-//! End-to-end tests (process): being written.
+//! Process tests: real `mcq worker` processes against a real PostgreSQL.
+//!
+//! Work is submitted and inspected through `mcq_queue::Store` directly (no
+//! HTTP). Each test sizes its tasks through the submitting store's
+//! `chunks_per_task` so that a task takes a known number of kernel chunks.
+
+mod batch;
+mod fleet;
+mod kill;
+mod restart;
+mod terminate;

@@ -1,13 +1,301 @@
-//! (Being written; replaced by its owner.)
+//! `mcq bench queue`: the queue's numbers against a real database, with
+//! real `mcq worker` processes — enqueue rate, burn-down, pickup latency
+//! and recovery after SIGKILL.
+//!
+//! Timings of work done in the database come from the database's own
+//! timestamps (submitted, first claimed, last finished), so the benchmark's
+//! polling does not blur them.
 
-use std::process::ExitCode;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
 
-/// Flags of this subcommand.
+use anyhow::{Context as _, bail};
+use mcq_kernel::{CHUNK_PATHS, Spec};
+use mcq_queue::{BatchView, QueueConfig, Store, Submission};
+use uuid::Uuid;
+
+use super::serve::{init_tracing, redact};
+
+/// Flags of `mcq bench queue`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// Database to measure (e.g. from `deploy/pg-local.sh start`).
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: String,
+    /// Jobs in the enqueue and burn-down batch.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    jobs: u64,
+    /// Paths per burn-down job (tiny: the queue, not the kernel, is measured).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    runs: u64,
+    /// `mcq worker` processes for the burn-down and latency runs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    workers: u32,
+    /// Single jobs submitted one at a time to an idle fleet.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    latency_samples: u32,
+    /// Skip the SIGKILL recovery measurement (it waits out a lease).
+    #[arg(long)]
+    no_recovery: bool,
+}
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("this command is not available yet")
+    init_tracing("warn");
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(bench(args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bench(args: Args) -> anyhow::Result<()> {
+    let store = Store::connect(&args.database_url, QueueConfig::default())
+        .await
+        .with_context(|| format!("connecting to {}", redact(&args.database_url)))?;
+    store.migrate().await.context("applying migrations")?;
+    let logs = std::env::temp_dir().join(format!("mcq-bench-queue-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    println!("mcq bench queue on {} ({} cores), worker logs in {}", redact(&args.database_url), cores(), logs.display());
+
+    // Enqueue: one bulk submission, timed around the call.
+    let specs: Vec<Spec> = (0..args.jobs).map(|i| tiny(args.runs, i)).collect();
+    let start = Instant::now();
+    let submitted = store
+        .submit(Submission { as_batch: true, label: Some("bench queue".into()), jobs: specs, idempotency: None })
+        .await
+        .context("enqueueing the batch")?;
+    let enqueue = start.elapsed();
+    let batch = submitted.batch_id.context("a batch submission returns a batch id")?;
+    println!(
+        "enqueue:    {} jobs in {:.1} ms = {:.0} jobs/s (one Store::submit call)",
+        args.jobs,
+        ms(enqueue),
+        args.jobs as f64 / enqueue.as_secs_f64()
+    );
+
+    // Burn-down: start the fleet on the full queue; the database's first
+    // claim and last finish bound the work.
+    let mut fleet = Fleet::default();
+    let started = Instant::now();
+    for i in 0..args.workers {
+        fleet.spawn(&args.database_url, &format!("worker{i}"), &[], &logs)?;
+    }
+    let view = wait_done(&store, batch, Duration::from_secs(600), Duration::from_millis(200)).await?;
+    let wall = started.elapsed();
+    let (first, last) = match (view.timings.first_started_at, view.timings.last_finished_at) {
+        (Some(first), Some(last)) => (first, last),
+        _ => bail!("the batch finished without timings: {view:?}"),
+    };
+    let span_ms = (last - first).num_microseconds().unwrap_or(0) as f64 / 1e3;
+    println!(
+        "burn-down:  {} jobs with {} workers: first claim → last finish {:.0} ms = {:.0} jobs/s \
+         (wall from spawning workers {:.0} ms = {:.0} jobs/s); succeeded {}, failed {}",
+        args.jobs,
+        args.workers,
+        span_ms,
+        args.jobs as f64 / (span_ms / 1e3),
+        ms(wall),
+        args.jobs as f64 / wall.as_secs_f64(),
+        view.counts.succeeded,
+        view.counts.failed
+    );
+
+    // Pickup latency: one job at a time to the now idle fleet.
+    let mut waits = Vec::with_capacity(args.latency_samples as usize);
+    for i in 0..args.latency_samples {
+        // Let the fleet go back to waiting for a notification.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let job = store
+            .submit(Submission { as_batch: false, label: None, jobs: vec![tiny(2, u64::from(i))], idempotency: None })
+            .await
+            .context("submitting a latency probe")?;
+        let id = job.job_ids[0];
+        waits.push(wait_started(&store, id).await?);
+    }
+    waits.sort_by(f64::total_cmp);
+    println!(
+        "pickup:     {} single jobs to {} idle workers, insert → claimed: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        waits.len(),
+        args.workers,
+        quantile(&waits, 0.50),
+        quantile(&waits, 0.90),
+        quantile(&waits, 0.99),
+        waits.last().copied().unwrap_or(f64::NAN)
+    );
+    fleet.stop_all()?;
+
+    if !args.no_recovery {
+        recovery(&store, &args.database_url, &logs).await?;
+    }
+    Ok(())
+}
+
+/// SIGKILL a worker holding two long tasks while another idles; time until
+/// both tasks are claimed again (lease expiry plus pickup).
+async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::Result<()> {
+    let lease = QueueConfig::default().lease;
+    let mut fleet = Fleet::default();
+    fleet.spawn(url, "victim", &["--concurrency", "2"], logs)?;
+    // Long tasks (hundreds of chunks), so they are still running when killed.
+    let long = |seed| Spec { runs: Some(400 * CHUNK_PATHS), seed: Some(seed), ..Spec::default() };
+    let submitted = QueueConfig { chunks_per_task: 400, ..QueueConfig::default() };
+    let submitter = Store::connect(url, submitted).await.context("connecting the submitter")?;
+    let batch = submitter
+        .submit(Submission { as_batch: true, label: Some("bench recovery".into()), jobs: vec![long(1), long(2)], idempotency: None })
+        .await
+        .context("submitting the recovery batch")?;
+    let batch_id = batch.batch_id.context("a batch id")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while store.batch(batch_id).await?.is_none_or(|v| v.counts.running < 2) {
+        if Instant::now() > deadline {
+            bail!("the victim never held both tasks");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    fleet.spawn(url, "rescuer", &["--concurrency", "2"], logs)?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    fleet.kill_first()?;
+    let killed = Instant::now();
+    // Attempts go from 1 to 2 when the rescuer claims a task again.
+    loop {
+        let mut rescued = 0;
+        for id in &batch.job_ids {
+            if store.job(*id).await?.is_some_and(|j| j.attempts >= 2) {
+                rescued += 1;
+            }
+        }
+        if rescued == batch.job_ids.len() {
+            break;
+        }
+        if killed.elapsed() > lease + Duration::from_secs(60) {
+            bail!("tasks were not rescued within the lease + 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!(
+        "recovery:   SIGKILL of a worker holding 2 tasks → both claimed again after {:.0} ms (lease {:.1} s, default settings)",
+        ms(killed.elapsed()),
+        lease.as_secs_f64()
+    );
+    store.cancel_batch(batch_id).await.context("cancelling the recovery batch")?;
+    fleet.stop_all()
+}
+
+/// Worker processes of this benchmark; killed if still running when dropped.
+#[derive(Debug, Default)]
+struct Fleet(Vec<Child>);
+
+impl Fleet {
+    fn spawn(&mut self, url: &str, name: &str, extra: &[&str], logs: &std::path::Path) -> anyhow::Result<()> {
+        let exe: PathBuf = std::env::current_exe().context("locating the mcq binary")?;
+        let log = std::fs::File::create(logs.join(format!("{name}.log"))).context("creating a worker log")?;
+        let child = Command::new(exe)
+            .args(["worker", "--database-url", url])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("starting mcq worker")?;
+        self.0.push(child);
+        Ok(())
+    }
+
+    fn kill_first(&mut self) -> anyhow::Result<()> {
+        let mut victim = self.0.remove(0);
+        victim.kill().context("SIGKILL")?;
+        victim.wait().context("reaping the killed worker")?;
+        Ok(())
+    }
+
+    /// SIGTERM to every worker, then wait for their exit.
+    fn stop_all(&mut self) -> anyhow::Result<()> {
+        for child in &self.0 {
+            // std sends only SIGKILL and unsafe libc calls are forbidden here.
+            Command::new("kill").args(["-TERM", &child.id().to_string()]).status().context("kill -TERM")?;
+        }
+        for mut child in self.0.drain(..) {
+            let status = child.wait().context("waiting for a worker")?;
+            if !status.success() {
+                eprintln!("warning: a worker exited with {status}");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A tiny Monte Carlo job: the queue's cost dominates, not the kernel's.
+fn tiny(runs: u64, seed: u64) -> Spec {
+    Spec { runs: Some(runs), seed: Some(seed), ..Spec::default() }
+}
+
+async fn wait_done(store: &Store, batch: Uuid, timeout: Duration, every: Duration) -> anyhow::Result<BatchView> {
+    let start = Instant::now();
+    loop {
+        let view = store.batch(batch).await?.context("the batch exists")?;
+        if view.done {
+            return Ok(view);
+        }
+        if start.elapsed() > timeout {
+            bail!("the batch did not finish within {timeout:?}: {view:?}");
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Insert → first claim of one job, in milliseconds, from database timestamps.
+async fn wait_started(store: &Store, id: Uuid) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    loop {
+        let job = store.job(id).await?.context("the probe job exists")?;
+        if let Some(wait) = job.timings.queue_wait_ms {
+            return Ok(wait);
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            bail!("probe job {id} was not claimed within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Nearest-rank quantile of sorted values.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 50.0);
+        assert_eq!(quantile(&v, 0.99), 99.0);
+        assert_eq!(quantile(&v, 1.0), 100.0);
+        assert_eq!(quantile(&[3.0], 0.5), 3.0);
+        assert!(quantile(&[], 0.5).is_nan());
+    }
 }

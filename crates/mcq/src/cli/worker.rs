@@ -1,13 +1,153 @@
-//! (Being written; replaced by its owner.)
+//! `mcq worker`: one stateless worker process. Start any number, on any
+//! machine that reaches the database; SIGTERM or Ctrl-C stops one gracefully.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-/// Flags of this subcommand.
+use anyhow::Context as _;
+use mcq_queue::{QueueConfig, Store, StoreError};
+use mcq_worker::{Worker, WorkerConfig};
+use tokio_util::sync::CancellationToken;
+
+use super::serve::{init_tracing, redact};
+
+/// Flags of `mcq worker`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// `postgres://…` or `sqlite:FILE` (the same default file as `mcq serve`).
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite:mcq.sqlite")]
+    database_url: String,
+    /// Tasks computed at once [default: number of cores].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    concurrency: Option<u32>,
+    /// Threads of the kernel's pool [default: number of cores].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    threads: Option<u32>,
+    /// Seconds a claim stays valid without a heartbeat [default: the queue's].
+    #[arg(long, value_parser = seconds)]
+    lease: Option<Duration>,
+    /// Seconds between heartbeats (kept below a third of the lease).
+    #[arg(long, value_parser = seconds, default_value = "1")]
+    heartbeat: Duration,
+    /// Seconds in-flight tasks may run after SIGTERM before they are handed back.
+    #[arg(long, value_parser = seconds, default_value = "20")]
+    shutdown_timeout: Duration,
+    /// Most tasks claimed in one round trip.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 1000)]
+    claim_batch: u32,
+    /// Apply migrations before starting (normally `mcq serve` or `mcq migrate` does).
+    #[arg(long)]
+    migrate: bool,
+}
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("this command is not available yet")
+    init_tracing("info");
+    let mut queue = QueueConfig::default();
+    if let Some(lease) = args.lease {
+        queue.lease = lease;
+    }
+    // Two missed heartbeats must not lose a lease.
+    let heartbeat = args.heartbeat.min(queue.lease / 3);
+    if heartbeat < args.heartbeat {
+        tracing::warn!(heartbeat_ms = heartbeat.as_millis() as u64, "heartbeat shortened to a third of the lease");
+    }
+    let defaults = WorkerConfig::default();
+    let config = WorkerConfig {
+        concurrency: args.concurrency.map_or(defaults.concurrency, |c| c as usize),
+        threads: args.threads.map_or(0, |t| t as usize),
+        heartbeat_interval: heartbeat,
+        shutdown_timeout: args.shutdown_timeout,
+        claim_batch: args.claim_batch as usize,
+        ..defaults
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move {
+                wait_for_signal().await;
+                tracing::info!("signal received: finishing in-flight tasks, then exiting");
+                shutdown.cancel();
+            }
+        });
+        let Some(store) = connect(&args.database_url, queue, &shutdown).await? else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        if args.migrate {
+            store.migrate().await.context("applying migrations")?;
+        }
+        let report = Worker::new(store, config).run(shutdown).await?;
+        tracing::info!(
+            claimed = report.claimed,
+            completed = report.completed,
+            refused = report.refused,
+            failed = report.failed,
+            released = report.released,
+            "worker exited"
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Connects, waiting out a database that is not up yet (a worker started
+/// alongside its database must not need a restart). A URL we cannot use is
+/// an error at once. `None` when shut down before connecting.
+async fn connect(url: &str, config: QueueConfig, shutdown: &CancellationToken) -> anyhow::Result<Option<Store>> {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match Store::connect(url, config.clone()).await {
+            Ok(store) => return Ok(Some(store)),
+            Err(err @ StoreError::Database(_)) => {
+                tracing::warn!(url = %redact(url), error = %err, retry_in_ms = delay.as_millis() as u64, "database unreachable");
+            }
+            Err(err) => return Err(err).with_context(|| format!("connecting to {}", redact(url))),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Parses a positive number of seconds, such as `15` or `0.5`.
+fn seconds(text: &str) -> Result<Duration, String> {
+    let value: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
+        return Err(format!("{text:?} must be a number of seconds above 0 and at most 86400"));
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+/// Resolves on SIGTERM or SIGINT (Ctrl-C).
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_accepts_positive_numbers_only() {
+        assert_eq!(seconds("15").unwrap(), Duration::from_secs(15));
+        assert_eq!(seconds("0.5").unwrap(), Duration::from_millis(500));
+        for bad in ["0", "-1", "abc", "NaN", "inf", "1e9", ""] {
+            assert!(seconds(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
 }

@@ -1,0 +1,107 @@
+//! Submitting batches and waiting for them, and the in-process oracle the
+//! workers' results must equal to the bit.
+
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use mcq_kernel::{CHUNK_PATHS, PriceResult, Spec};
+use mcq_queue::{BatchView, JobState, JobView, QueueConfig, Store, Submission};
+use mcq_tests::McqProcess;
+use uuid::Uuid;
+
+/// A store for submitting, whose jobs split into tasks of `chunks_per_task` chunks.
+pub(crate) async fn store(url: &str, chunks_per_task: u64) -> anyhow::Result<Store> {
+    let config = QueueConfig { chunks_per_task, ..QueueConfig::default() };
+    let store = Store::connect(url, config).await.context("connecting the test store")?;
+    store.migrate().await.context("migrating")?;
+    Ok(store)
+}
+
+/// A Monte Carlo spec of `chunks` whole kernel chunks with a fixed seed.
+pub(crate) fn spec(chunks: u64, seed: u64) -> Spec {
+    Spec { runs: Some(chunks * CHUNK_PATHS), seed: Some(seed), ..Spec::default() }
+}
+
+/// Submits `specs` as one batch; returns its id.
+pub(crate) async fn submit(store: &Store, specs: Vec<Spec>) -> anyhow::Result<Uuid> {
+    let submitted = store
+        .submit(Submission { as_batch: true, label: Some("process test".into()), jobs: specs, idempotency: None })
+        .await
+        .context("submitting")?;
+    submitted.batch_id.context("a batch submission returns a batch id")
+}
+
+/// The batch now. Database errors are returned, not retried.
+pub(crate) async fn view(store: &Store, batch: Uuid) -> anyhow::Result<BatchView> {
+    store.batch(batch).await.context("reading the batch")?.context("the batch exists")
+}
+
+/// Polls until `done(view)` holds, tolerating database errors (a test may
+/// be restarting the server); fails after `timeout` with the workers' logs.
+pub(crate) async fn wait_until(
+    store: &Store,
+    batch: Uuid,
+    timeout: Duration,
+    workers: &[&McqProcess],
+    what: &str,
+    done: impl Fn(&BatchView) -> bool,
+) -> anyhow::Result<BatchView> {
+    let start = Instant::now();
+    let mut last = None;
+    loop {
+        match store.batch(batch).await {
+            Ok(Some(view)) if done(&view) => return Ok(view),
+            Ok(view) => last = view,
+            Err(_) => {}
+        }
+        if start.elapsed() > timeout {
+            let logs: Vec<String> = workers.iter().map(|w| w.logs()).collect();
+            bail!("timed out after {timeout:?} waiting for {what}; last view: {last:?}\n{}", logs.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Every job of the batch, in submission order.
+pub(crate) async fn jobs(store: &Store, batch: Uuid) -> anyhow::Result<Vec<JobView>> {
+    let mut all: Vec<JobView> = Vec::new();
+    loop {
+        let page = store
+            .batch_jobs(batch, all.last().map(|j| j.id), 500)
+            .await
+            .context("listing jobs")?
+            .context("the batch exists")?;
+        if page.is_empty() {
+            return Ok(all);
+        }
+        all.extend(page);
+    }
+}
+
+/// The same spec priced in this process.
+pub(crate) fn local_price(spec: &Spec) -> PriceResult {
+    let valid = spec.validate().expect("test specs are valid");
+    valid.price(&AtomicBool::new(false)).expect("not cancelled")
+}
+
+/// Asserts every job succeeded with exactly the in-process result.
+pub(crate) fn assert_all_match_local(jobs: &[JobView], specs: &[Spec]) {
+    assert_eq!(jobs.len(), specs.len(), "one job per submitted spec");
+    for (job, spec) in jobs.iter().zip(specs) {
+        assert_eq!(job.state, JobState::Succeeded, "job {} did not succeed: {:?}", job.id, job.error);
+        let got = job.result.as_ref().unwrap_or_else(|| panic!("job {} succeeded without a result", job.id));
+        let want = local_price(spec);
+        assert_eq!(got.paths, want.paths, "paths of job {}", job.id);
+        assert_eq!(got.price.to_bits(), want.price.to_bits(), "price of job {}: {} vs {}", job.id, got.price, want.price);
+        assert_eq!(got.std_error.to_bits(), want.std_error.to_bits(), "std_error of job {}", job.id);
+        assert_eq!(got.ci95.map(f64::to_bits), want.ci95.map(f64::to_bits), "ci95 of job {}", job.id);
+    }
+}
+
+/// Milliseconds since the Unix epoch now, comparable with the database's
+/// timestamps (same machine, same clock).
+pub(crate) fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970");
+    i64::try_from(since.as_millis()).expect("a sane clock")
+}
