@@ -220,6 +220,10 @@ pub struct ClaimedTask {
 
 /// What a task produced.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a partial is the common case and lives briefly on its way to the database; boxing it would only add an allocation"
+)]
 pub enum TaskOutput {
     /// The merged partial of the task's chunks.
     Partial(mcq_kernel::Partial),

@@ -9,6 +9,7 @@ mod jobs;
 mod leases;
 mod lifecycle;
 mod reads;
+mod restart;
 
 /// Instantiates each listed test for both backends.
 macro_rules! conformance {

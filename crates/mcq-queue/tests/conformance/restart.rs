@@ -1,0 +1,91 @@
+//! PostgreSQL only: a server restart under a live store. While the server
+//! is down every call fails with `StoreError::Database` (never a panic or a
+//! hang); once it is back, the same store works again without reconnecting
+//! by hand, and leases taken before the restart are still honoured.
+
+use std::time::Duration;
+
+use mcq_queue::{QueueConfig, Store, StoreError};
+
+use crate::harness::{batch, compute, drain, submit, worker};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_survives_a_postgres_restart() {
+    let cluster = match tokio::task::spawn_blocking(mcq_testdb::PgCluster::private)
+        .await
+        .expect("join")
+    {
+        Ok(cluster) => cluster,
+        Err(err) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+            panic!("PostgreSQL is required under CI: {err:#}")
+        }
+        Err(err) => {
+            eprintln!("*** SKIPPING store_survives_a_postgres_restart: {err:#}");
+            return;
+        }
+    };
+    let url = cluster.create_database("mcq_restart").expect("createdb");
+    let store = Store::connect(&url, QueueConfig::default())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    let submitted = submit(&store, batch(5)).await;
+    let w = worker(&store).await;
+    let held = store.claim(w, 2).await.expect("claim");
+    store.wait_for_work(Duration::from_millis(100)).await; // starts the listener
+    // The test cluster runs with synchronous_commit=off, and `stop` is an
+    // immediate (crash) shutdown: give the WAL writer (every 200 ms) time to
+    // hand our commits to the OS, as a default server would at commit.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let stopped = tokio::task::spawn_blocking(move || {
+        cluster.stop().expect("stop");
+        cluster
+    });
+    let cluster = stopped.await.expect("join");
+    match store.claim(w, 1).await {
+        Err(StoreError::Database(_)) => {}
+        other => panic!("a stopped server must give a database error, got {other:?}"),
+    }
+    assert!(matches!(
+        store.heartbeat(w).await,
+        Err(StoreError::Database(_))
+    ));
+    // The listener fails to reconnect; waiting still ends at the timeout.
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        store.wait_for_work(Duration::from_millis(200)),
+    )
+    .await
+    .expect("wait_for_work honours its timeout while the server is down");
+
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.start().expect("start");
+        cluster
+    })
+    .await
+    .expect("join");
+    let mut back = false;
+    for _ in 0..50 {
+        if store.ping().await.is_ok() {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(back, "the store reconnects by itself");
+    let done = held.iter().map(compute).collect();
+    assert!(
+        store.complete(w, done).await.expect("complete").is_empty(),
+        "leases survive the restart"
+    );
+    drain(&store, w).await;
+    let view = store
+        .batch(submitted.batch_id.expect("batch"))
+        .await
+        .expect("read")
+        .expect("batch");
+    assert_eq!((view.counts.succeeded, view.done), (5, true));
+    store.close().await;
+    drop(cluster);
+}
