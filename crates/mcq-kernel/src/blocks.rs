@@ -78,7 +78,7 @@ impl BlockTable {
     #[inline(always)]
     pub(crate) fn draw(&self, r: u64) -> usize {
         let column = self.columns[(r >> self.shift) as usize & (SLOTS - 1)];
-        let pick = if (r as u32) < column.threshold { column.own } else { column.alias };
+        let pick = std::hint::select_unpredictable((r as u32) < column.threshold, column.own, column.alias);
         usize::from(pick) & (SLOTS - 1)
     }
 }

@@ -79,8 +79,10 @@ pub(crate) fn control(m: &Moments, which: VarianceReduction, mu: f64) -> Estimat
     let sxy = yc - s.y * c / n;
     let syy = (s.yy - s.y * s.y / n).max(0.0);
     let beta = if sxx > 0.0 { sxy / sxx } else { 0.0 };
-    let residual = if n > 2.0 { ((syy - beta * sxy) / (n - 2.0)).max(0.0) } else { 0.0 };
     let plain_variance = sample_variance(n, s.y, s.yy);
+    // With two samples the regression fits exactly; fall back to the plain
+    // variance rather than report a zero error.
+    let residual = if n > 2.0 { ((syy - beta * sxy) / (n - 2.0)).max(0.0) } else { plain_variance };
     Estimate {
         mean: s.y / n - beta * (c / n - mu),
         variance: residual / n,

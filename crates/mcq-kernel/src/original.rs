@@ -2,6 +2,79 @@
 //! of `mcq bench kernel`: one uniform double per step from a standard
 //! sequential generator, and a branch on it. It is neither reproducible
 //! across threads nor fast; the kernel replaces it.
+//!
+//! Two generators: [`NetRandom`], the algorithm of .NET's `System.Random`
+//! that the original C# sample called (the faithful baseline), and
+//! [`Xoshiro256`], a fast modern generator, to show how much of the cost is
+//! the generator and how much the mispredicted branch.
+
+/// A source of uniform doubles in [0, 1).
+pub trait Uniform {
+    /// The next uniform double.
+    fn next_f64(&mut self) -> f64;
+}
+
+/// The subtractive lagged-Fibonacci generator (Knuth's ran3, as in
+/// Numerical Recipes) behind .NET Framework's `System.Random`: 55 words of
+/// state, `NextDouble` = next 31-bit sample / (2^31 − 1).
+#[derive(Debug, Clone)]
+pub struct NetRandom {
+    state: [i32; 56],
+    next: usize,
+    next_p: usize,
+}
+
+impl NetRandom {
+    const MBIG: i32 = i32::MAX;
+    const MSEED: i32 = 161_803_398;
+
+    /// The generator `new Random(seed)` would create.
+    pub fn new(seed: i32) -> Self {
+        let mut state = [0i32; 56];
+        let subtraction = if seed == i32::MIN { i32::MAX } else { seed.abs() };
+        let mut mj = Self::MSEED - subtraction;
+        state[55] = mj;
+        let mut mk = 1i32;
+        for i in 1..55 {
+            let ii = (21 * i) % 55;
+            state[ii] = mk;
+            mk = mj - mk;
+            if mk < 0 {
+                mk += Self::MBIG;
+            }
+            mj = state[ii];
+        }
+        for _ in 1..5 {
+            for i in 1..56 {
+                state[i] = state[i].wrapping_sub(state[1 + (i + 30) % 55]);
+                if state[i] < 0 {
+                    state[i] += Self::MBIG;
+                }
+            }
+        }
+        Self { state, next: 0, next_p: 21 }
+    }
+
+    fn sample(&mut self) -> i32 {
+        self.next = if self.next >= 55 { 1 } else { self.next + 1 };
+        self.next_p = if self.next_p >= 55 { 1 } else { self.next_p + 1 };
+        let mut value = self.state[self.next] - self.state[self.next_p];
+        if value == Self::MBIG {
+            value -= 1;
+        }
+        if value < 0 {
+            value += Self::MBIG;
+        }
+        self.state[self.next] = value;
+        value
+    }
+}
+
+impl Uniform for NetRandom {
+    fn next_f64(&mut self) -> f64 {
+        f64::from(self.sample()) * (1.0 / f64::from(Self::MBIG))
+    }
+}
 
 /// xoshiro256++ (Blackman and Vigna), the generator behind `rand`'s
 /// `SmallRng` on 64-bit targets: a typical "standard PRNG".
@@ -35,17 +108,36 @@ impl Xoshiro256 {
         result
     }
 
+}
+
+impl Uniform for Xoshiro256 {
     /// A uniform double in [0, 1) with 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
+    fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
 
-/// The original estimator: `runs` paths, one uniform per step, a branch on
-/// it, the average including the start, the mean payoff discounted.
-/// Returns the price (no error estimate, as in the original).
+/// The original loop with .NET's generator, seeded like `new Random(seed)`.
+/// Not generic on purpose: it is compiled here, with the kernel's
+/// optimisation level, whoever calls it.
 #[expect(clippy::too_many_arguments, reason = "mirrors the original sample's signature")]
-pub fn original_price(
+pub fn original_price_net(
+    initial: f64,
+    exercise: f64,
+    up: f64,
+    down: f64,
+    interest: f64,
+    periods: u32,
+    runs: u64,
+    call: bool,
+    rng: &mut NetRandom,
+) -> f64 {
+    original_price(initial, exercise, up, down, interest, periods, runs, call, rng)
+}
+
+/// The original loop with xoshiro256++ (see [`original_price_net`]).
+#[expect(clippy::too_many_arguments, reason = "mirrors the original sample's signature")]
+pub fn original_price_xoshiro(
     initial: f64,
     exercise: f64,
     up: f64,
@@ -55,6 +147,24 @@ pub fn original_price(
     runs: u64,
     call: bool,
     rng: &mut Xoshiro256,
+) -> f64 {
+    original_price(initial, exercise, up, down, interest, periods, runs, call, rng)
+}
+
+/// The original estimator: `runs` paths, one uniform per step, a branch on
+/// it, the average including the start, the mean payoff discounted.
+/// Returns the price (no error estimate, as in the original).
+#[expect(clippy::too_many_arguments, reason = "mirrors the original sample's signature")]
+fn original_price(
+    initial: f64,
+    exercise: f64,
+    up: f64,
+    down: f64,
+    interest: f64,
+    periods: u32,
+    runs: u64,
+    call: bool,
+    rng: &mut impl Uniform,
 ) -> f64 {
     let p = (interest - down) / (up - down);
     let mut total = 0.0;
@@ -73,4 +183,26 @@ pub fn original_price(
         total += if call { (average - exercise).max(0.0) } else { (exercise - average).max(0.0) };
     }
     total / runs as f64 / interest.powi(periods as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_generators_give_the_right_price_roughly() {
+        // 20k paths: standard error about 0.0165 * sqrt(50) = 0.12.
+        let exact = 9.530286028882;
+        let a = original_price_net(30.0, 30.0, 1.4, 0.8, 1.08, 20, 20_000, true, &mut NetRandom::new(1));
+        let b = original_price_xoshiro(30.0, 30.0, 1.4, 0.8, 1.08, 20, 20_000, true, &mut Xoshiro256::new(1));
+        assert!((a - exact).abs() < 0.5 && (b - exact).abs() < 0.5, "{a} {b}");
+    }
+
+    #[test]
+    fn net_random_is_uniform() {
+        let mut rng = NetRandom::new(42);
+        let n = 100_000;
+        let mean = (0..n).map(|_| rng.next_f64()).sum::<f64>() / f64::from(n);
+        assert!((mean - 0.5).abs() < 0.005, "{mean}");
+    }
 }

@@ -41,10 +41,28 @@ impl Stream {
     /// Draw number `index` of this stream: 64 uniformly distributed bits.
     #[inline(always)]
     pub(crate) fn at(self, index: u64) -> u64 {
-        let s = self.base.wrapping_add(index.wrapping_add(1).wrapping_mul(WY_GAMMA));
-        let t = u128::from(s) * u128::from(s ^ WY_XOR);
-        (t as u64) ^ ((t >> 64) as u64)
+        output(self.state(index))
     }
+
+    /// The Weyl state of draw `index`; the next draw's state is this plus
+    /// [`STATE_STEP`], which lets loops walk a stream without multiplying.
+    #[inline(always)]
+    pub(crate) fn state(self, index: u64) -> u64 {
+        self.base.wrapping_add(index.wrapping_add(1).wrapping_mul(WY_GAMMA))
+    }
+}
+
+/// Distance between the Weyl states of consecutive draws.
+pub(crate) const STATE_STEP: u64 = WY_GAMMA;
+
+/// The 64 random bits of a Weyl state.
+#[inline(always)]
+pub(crate) fn output(state: u64) -> u64 {
+    let t = u128::from(state) * u128::from(state ^ WY_XOR);
+    (t as u64) ^ ((t >> 64) as u64)
+}
+
+impl Stream {
 }
 
 /// A seed for a request that gave none: std's randomly keyed hasher mixed

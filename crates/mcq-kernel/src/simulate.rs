@@ -3,7 +3,7 @@
 
 use crate::blocks::{BlockPlan, BlockTable};
 use crate::model::Model;
-use crate::rng::Stream;
+use crate::rng::{STATE_STEP, Stream, output};
 
 /// Floating-point sums over one chunk's samples. `y` is the (undiscounted,
 /// path-sum unit) payoff; `a` the arithmetic control (path sum minus its
@@ -22,31 +22,101 @@ pub(crate) struct ChunkSums {
     pub(crate) pp: f64,
 }
 
-/// Advances (spot, sum, k, w) through `count` blocks of `table`.
-#[inline(always)]
-fn walk<const GEO: bool>(
-    table: &BlockTable,
-    count: u32,
-    stream: Stream,
-    index: &mut u64,
-    state: &mut (f64, f64, u32, u32),
-) {
-    for _ in 0..count {
-        let pattern = table.draw(stream.at(*index));
-        *index += 1;
-        let map = table.patterns[pattern];
-        state.1 += state.0 * map.gain;
-        state.0 *= map.growth;
-        if GEO {
-            let packed = table.ups[pattern];
-            state.3 += table.steps * state.2 + (packed >> 16);
-            state.2 += packed & 0xffff;
+/// Paths simulated side by side: independent dependency chains the CPU
+/// can overlap (a lone path is a chain of dependent loads and multiplies).
+const LANES: usize = 4;
+
+/// The state of `LANES` paths in flight.
+#[derive(Clone, Copy)]
+struct Lanes {
+    /// Weyl state of each lane's next draw.
+    draw: [u64; LANES],
+    spot: [f64; LANES],
+    sum: [f64; LANES],
+    /// Up moves so far and W = Σ_i U_i, for the geometric control.
+    ups: [u32; LANES],
+    weight: [u32; LANES],
+}
+
+impl Lanes {
+    /// Paths `first ..` of the stream; path j's draws start at j·blocks.
+    fn start(stream: Stream, first: u64, blocks: u64) -> Self {
+        Self {
+            draw: std::array::from_fn(|l| stream.state((first + l as u64) * blocks)),
+            spot: [1.0; LANES],
+            sum: [1.0; LANES],
+            ups: [0; LANES],
+            weight: [0; LANES],
         }
+    }
+
+    /// Advances every lane by one block of `table`.
+    #[inline(always)]
+    fn step<const GEO: bool>(&mut self, table: &BlockTable) {
+        for l in 0..LANES {
+            let pattern = table.draw(output(self.draw[l]));
+            self.draw[l] = self.draw[l].wrapping_add(STATE_STEP);
+            let map = table.patterns[pattern];
+            self.sum[l] += self.spot[l] * map.gain;
+            self.spot[l] *= map.growth;
+            if GEO {
+                let packed = table.ups[pattern];
+                self.weight[l] += table.steps * self.ups[l] + (packed >> 16);
+                self.ups[l] += packed & 0xffff;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn walk<const GEO: bool>(&mut self, plan: &BlockPlan) {
+        for _ in 0..plan.long_count {
+            self.step::<GEO>(&plan.long);
+        }
+        if let Some(short) = &plan.short {
+            for _ in 0..plan.short_count {
+                self.step::<GEO>(short);
+            }
+        }
+    }
+}
+
+impl ChunkSums {
+    #[inline(always)]
+    fn add_path<const ARITH: bool, const GEO: bool>(&mut self, model: &Model, sum: f64, g: f64) {
+        let y = model.payoff(sum);
+        self.y += y;
+        self.yy += y * y;
+        if ARITH {
+            let a = sum - model.mean_sum;
+            self.a += a;
+            self.aa += a * a;
+            self.ya += y * a;
+        }
+        if GEO {
+            self.g += g;
+            self.gg += g * g;
+            self.yg += y * g;
+        }
+    }
+
+    fn add(&mut self, o: &ChunkSums) {
+        self.y += o.y;
+        self.yy += o.yy;
+        self.a += o.a;
+        self.aa += o.aa;
+        self.ya += o.ya;
+        self.g += o.g;
+        self.gg += o.gg;
+        self.yg += o.yg;
+        self.pp += o.pp;
     }
 }
 
 /// Simulates `paths` paths block by block, with the arithmetic control
 /// (`ARITH`) and the geometric control (`GEO`, table `geo`) when asked.
+/// Path j reads draws j·B .. j·B + B of the stream (B blocks per path);
+/// lane l sums paths l, l + LANES, …, and the lanes are added in order, so
+/// the chunk's sums are a fixed function of the chunk.
 pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
     model: &Model,
     plan: &BlockPlan,
@@ -54,32 +124,26 @@ pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
     stream: Stream,
     paths: u64,
 ) -> ChunkSums {
-    let mut s = ChunkSums::default();
-    let mut index = 0u64;
-    for _ in 0..paths {
-        let mut state = (1.0f64, 1.0f64, 0u32, 0u32);
-        walk::<GEO>(&plan.long, plan.long_count, stream, &mut index, &mut state);
-        if let Some(short) = &plan.short {
-            walk::<GEO>(short, plan.short_count, stream, &mut index, &mut state);
+    let blocks = u64::from(plan.long_count + plan.short_count);
+    let mut lanes_sums = [ChunkSums::default(); LANES];
+    let mut first = 0u64;
+    while first < paths {
+        // The last group may be partial: its extra lanes are simulated
+        // (cheaper than a separate loop) but not counted.
+        let live = (paths - first).min(LANES as u64) as usize;
+        let mut lanes = Lanes::start(stream, first, blocks);
+        lanes.walk::<GEO>(plan);
+        for l in 0..live {
+            let g = if GEO { geo.get(lanes.weight[l] as usize).copied().unwrap_or(0.0) } else { 0.0 };
+            lanes_sums[l].add_path::<ARITH, GEO>(model, lanes.sum[l], g);
         }
-        let sum = state.1;
-        let y = model.payoff(sum);
-        s.y += y;
-        s.yy += y * y;
-        if ARITH {
-            let a = sum - model.mean_sum;
-            s.a += a;
-            s.aa += a * a;
-            s.ya += y * a;
-        }
-        if GEO {
-            let g = geo.get(state.3 as usize).copied().unwrap_or(0.0);
-            s.g += g;
-            s.gg += g * g;
-            s.yg += y * g;
-        }
+        first += LANES as u64;
     }
-    s
+    let mut total = ChunkSums::default();
+    for lane in &lanes_sums {
+        total.add(lane);
+    }
+    total
 }
 
 /// The 32-bit threshold of a Bernoulli(p) step: up when a 32-bit draw is
@@ -97,8 +161,12 @@ pub(crate) fn antithetic_pairs(model: &Model, stream: Stream, pairs: u64) -> Chu
     let n = model.periods;
     let mut s = ChunkSums::default();
     let mut index = 0u64;
+    // A conditional move on the bit patterns, not a branch: the branch
+    // would be mispredicted on about half the steps (and x86 has no
+    // conditional move for float registers, so a float select branches).
+    let (up, down) = (up.to_bits(), down.to_bits());
     let step = |x: u32, spot: &mut f64, sum: &mut f64| {
-        *spot *= if u64::from(x) < threshold { up } else { down };
+        *spot *= f64::from_bits(std::hint::select_unpredictable(u64::from(x) < threshold, up, down));
         *sum += *spot;
     };
     for _ in 0..pairs {

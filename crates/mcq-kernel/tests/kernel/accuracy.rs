@@ -49,7 +49,9 @@ fn monte_carlo_is_within_four_standard_errors_of_exact() {
         for (j, vr) in methods.into_iter().enumerate() {
             let seed = (i * 10 + j) as u64;
             let mc = price(Spec { runs: Some(150_000), seed: Some(seed), variance_reduction: vr, ..spec(case) });
-            let tolerance = 4.0 * mc.std_error + 1e-9 * exact.abs().max(1.0);
+            // Plus the documented bias of 32-bit probability resolution (~1e-8
+            // relative), visible when a control makes the error tiny.
+            let tolerance = 4.0 * mc.std_error + 1e-7 * exact.abs().max(1.0);
             assert!(
                 (mc.price - exact).abs() <= tolerance,
                 "case {case:?} {vr:?}: mc {} ± {} vs exact {exact}",
