@@ -139,7 +139,18 @@ impl PgCluster {
                 bail!("initdb failed: {}", String::from_utf8_lossy(&out.stderr));
             }
         }
-        cluster.pg_ctl(&cluster.start_args())?;
+        if let Err(first) = cluster.pg_ctl(&cluster.start_args()) {
+            // A server killed with its machine leaves `postmaster.pid` behind;
+            // if nothing answers on the port, the file is stale.
+            let pid_file = data.join("postmaster.pid");
+            if !pid_file.exists() {
+                return Err(first);
+            }
+            fs::remove_file(&pid_file).context("removing a stale postmaster.pid")?;
+            cluster
+                .pg_ctl(&cluster.start_args())
+                .context("starting after removing a stale postmaster.pid")?;
+        }
         Ok(cluster)
     }
 
