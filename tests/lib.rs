@@ -15,7 +15,10 @@ use anyhow::{Context as _, bail};
 /// does not, hence the message.
 pub fn mcq_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("the test executable's path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("test executable inside target/<profile>/deps");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable inside target/<profile>/deps");
     let bin = profile_dir.join(format!("mcq{}", std::env::consts::EXE_SUFFIX));
     assert!(
         bin.is_file(),
@@ -37,23 +40,49 @@ pub struct McqProcess {
 impl McqProcess {
     /// Starts `mcq <args>` with extra environment variables; `name` labels it
     /// in messages and names its log file in `log_dir`.
-    pub fn spawn(name: &str, args: &[&str], envs: &[(&str, &str)], log_dir: &Path) -> anyhow::Result<McqProcess> {
+    pub fn spawn(
+        name: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        log_dir: &Path,
+    ) -> anyhow::Result<McqProcess> {
         let log = log_dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let mut command = Command::new(mcq_bin());
-        command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(file);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file);
         for (key, value) in envs {
             command.env(key, value);
         }
-        let child = command.spawn().with_context(|| format!("starting mcq {}", args.join(" ")))?;
-        Ok(McqProcess { child, name: name.to_owned(), log })
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting mcq {}", args.join(" ")))?;
+        Ok(McqProcess {
+            child,
+            name: name.to_owned(),
+            log,
+        })
     }
 
     /// Starts `mcq worker --database-url <url> <extra>` logging at debug level.
-    pub fn worker(name: &str, url: &str, extra: &[&str], log_dir: &Path) -> anyhow::Result<McqProcess> {
+    pub fn worker(
+        name: &str,
+        url: &str,
+        extra: &[&str],
+        log_dir: &Path,
+    ) -> anyhow::Result<McqProcess> {
         let mut args = vec!["worker", "--database-url", url];
         args.extend_from_slice(extra);
-        McqProcess::spawn(name, &args, &[("RUST_LOG", "info,mcq_worker=debug")], log_dir)
+        McqProcess::spawn(
+            name,
+            &args,
+            &[("RUST_LOG", "info,mcq_worker=debug")],
+            log_dir,
+        )
     }
 
     /// Process id.
@@ -95,7 +124,11 @@ impl McqProcess {
                 return Ok(status);
             }
             if start.elapsed() > timeout {
-                bail!("{} did not exit within {timeout:?}\n{}", self.name, self.logs());
+                bail!(
+                    "{} did not exit within {timeout:?}\n{}",
+                    self.name,
+                    self.logs()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -107,7 +140,12 @@ impl McqProcess {
         // The tail is what explains a failure; whole logs drown it.
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-        format!("--- {} log ({}) ---\n{tail}\n--- end of {} log ---", self.name, self.log.display(), self.name)
+        format!(
+            "--- {} log ({}) ---\n{tail}\n--- end of {} log ---",
+            self.name,
+            self.log.display(),
+            self.name
+        )
     }
 }
 

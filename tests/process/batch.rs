@@ -12,29 +12,49 @@ use uuid::Uuid;
 
 /// A store for submitting, whose jobs split into tasks of `chunks_per_task` chunks.
 pub(crate) async fn store(url: &str, chunks_per_task: u64) -> anyhow::Result<Store> {
-    let config = QueueConfig { chunks_per_task, ..QueueConfig::default() };
-    let store = Store::connect(url, config).await.context("connecting the test store")?;
+    let config = QueueConfig {
+        chunks_per_task,
+        ..QueueConfig::default()
+    };
+    let store = Store::connect(url, config)
+        .await
+        .context("connecting the test store")?;
     store.migrate().await.context("migrating")?;
     Ok(store)
 }
 
 /// A Monte Carlo spec of `chunks` whole kernel chunks with a fixed seed.
 pub(crate) fn spec(chunks: u64, seed: u64) -> Spec {
-    Spec { runs: Some(chunks * CHUNK_PATHS), seed: Some(seed), ..Spec::default() }
+    Spec {
+        runs: Some(chunks * CHUNK_PATHS),
+        seed: Some(seed),
+        ..Spec::default()
+    }
 }
 
 /// Submits `specs` as one batch; returns its id.
 pub(crate) async fn submit(store: &Store, specs: Vec<Spec>) -> anyhow::Result<Uuid> {
     let submitted = store
-        .submit(Submission { as_batch: true, label: Some("process test".into()), jobs: specs, idempotency: None })
+        .submit(Submission {
+            as_batch: true,
+            label: Some("process test".into()),
+            jobs: specs,
+            idempotency: None,
+        })
         .await
         .context("submitting")?;
-    submitted.batch_id.context("a batch submission returns a batch id")
+    submitted
+        .batch_id
+        .context("a batch submission returns a batch id")
 }
 
 /// The batch now. Database errors are returned, not retried.
 pub(crate) async fn view(store: &Store, batch: Uuid) -> anyhow::Result<BatchView> {
-    store.batch(batch).await.context("reading the batch")?.context("the batch exists")
+    store
+        .batch(batch)
+        .await
+        .context("reading the batch")?
+        .context("the batch exists")
 }
 
 /// Polls until `done(view)` holds, tolerating database errors (a test may
@@ -57,7 +77,10 @@ pub(crate) async fn wait_until(
         }
         if start.elapsed() > timeout {
             let logs: Vec<String> = workers.iter().map(|w| w.logs()).collect();
-            bail!("timed out after {timeout:?} waiting for {what}; last view: {last:?}\n{}", logs.join("\n"));
+            bail!(
+                "timed out after {timeout:?} waiting for {what}; last view: {last:?}\n{}",
+                logs.join("\n")
+            );
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
@@ -89,19 +112,47 @@ pub(crate) fn local_price(spec: &Spec) -> PriceResult {
 pub(crate) fn assert_all_match_local(jobs: &[JobView], specs: &[Spec]) {
     assert_eq!(jobs.len(), specs.len(), "one job per submitted spec");
     for (job, spec) in jobs.iter().zip(specs) {
-        assert_eq!(job.state, JobState::Succeeded, "job {} did not succeed: {:?}", job.id, job.error);
-        let got = job.result.as_ref().unwrap_or_else(|| panic!("job {} succeeded without a result", job.id));
+        assert_eq!(
+            job.state,
+            JobState::Succeeded,
+            "job {} did not succeed: {:?}",
+            job.id,
+            job.error
+        );
+        let got = job
+            .result
+            .as_ref()
+            .unwrap_or_else(|| panic!("job {} succeeded without a result", job.id));
         let want = local_price(spec);
         assert_eq!(got.paths, want.paths, "paths of job {}", job.id);
-        assert_eq!(got.price.to_bits(), want.price.to_bits(), "price of job {}: {} vs {}", job.id, got.price, want.price);
-        assert_eq!(got.std_error.to_bits(), want.std_error.to_bits(), "std_error of job {}", job.id);
-        assert_eq!(got.ci95.map(f64::to_bits), want.ci95.map(f64::to_bits), "ci95 of job {}", job.id);
+        assert_eq!(
+            got.price.to_bits(),
+            want.price.to_bits(),
+            "price of job {}: {} vs {}",
+            job.id,
+            got.price,
+            want.price
+        );
+        assert_eq!(
+            got.std_error.to_bits(),
+            want.std_error.to_bits(),
+            "std_error of job {}",
+            job.id
+        );
+        assert_eq!(
+            got.ci95.map(f64::to_bits),
+            want.ci95.map(f64::to_bits),
+            "ci95 of job {}",
+            job.id
+        );
     }
 }
 
 /// Milliseconds since the Unix epoch now, comparable with the database's
 /// timestamps (same machine, same clock).
 pub(crate) fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970");
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970");
     i64::try_from(since.as_millis()).expect("a sane clock")
 }

@@ -10,7 +10,9 @@ use crate::batch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::Result<()> {
-    let Some(db) = mcq_testdb::postgres().await else { return Ok(()) };
+    let Some(db) = mcq_testdb::postgres().await else {
+        return Ok(());
+    };
     let logs = TempDir::new("mcq-process-fleet")?;
     // Two chunks per task: the larger jobs split into several tasks, which
     // different workers compute and the store merges.
@@ -18,32 +20,79 @@ async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::R
     let mut specs: Vec<_> = (0..24).map(|i| batch::spec(1, 1000 + i)).collect();
     specs.extend((0..4).map(|i| batch::spec(9, 2000 + i)));
     // A tiny job below one chunk, and an exact one (a whole-job task).
-    specs.push(mcq_kernel::Spec { runs: Some(1000), seed: Some(7), ..mcq_kernel::Spec::default() });
-    specs.push(mcq_kernel::Spec { method: mcq_kernel::Method::Exact, runs: None, ..mcq_kernel::Spec::default() });
+    specs.push(mcq_kernel::Spec {
+        runs: Some(1000),
+        seed: Some(7),
+        ..mcq_kernel::Spec::default()
+    });
+    specs.push(mcq_kernel::Spec {
+        method: mcq_kernel::Method::Exact,
+        runs: None,
+        ..mcq_kernel::Spec::default()
+    });
     let batch_id = batch::submit(&store, specs.clone()).await?;
 
     let workers: Vec<McqProcess> = (0..3)
-        .map(|i| McqProcess::worker(&format!("worker{i}"), &db.url, &["--concurrency", "2"], logs.path()))
+        .map(|i| {
+            McqProcess::worker(
+                &format!("worker{i}"),
+                &db.url,
+                &["--concurrency", "2"],
+                logs.path(),
+            )
+        })
         .collect::<anyhow::Result<_>>()?;
     let refs: Vec<&McqProcess> = workers.iter().collect();
-    let view = batch::wait_until(&store, batch_id, Duration::from_secs(120), &refs, "the batch to finish", |v| v.done).await?;
+    let view = batch::wait_until(
+        &store,
+        batch_id,
+        Duration::from_secs(120),
+        &refs,
+        "the batch to finish",
+        |v| v.done,
+    )
+    .await?;
 
-    assert_eq!(view.counts.succeeded, specs.len() as u64, "every job succeeded: {view:?}");
+    assert_eq!(
+        view.counts.succeeded,
+        specs.len() as u64,
+        "every job succeeded: {view:?}"
+    );
     let jobs = batch::jobs(&store, batch_id).await?;
     batch::assert_all_match_local(&jobs, &specs);
     // A job's attempts count claims of its tasks: more than its task count
     // would mean a task ran twice although no worker died.
     for job in &jobs {
         assert_eq!(job.state, JobState::Succeeded);
-        let chunks = job.spec.runs.map_or(1, |r| r.div_ceil(mcq_kernel::CHUNK_PATHS));
-        let tasks = if job.spec.method == mcq_kernel::Method::Exact { 1 } else { chunks.div_ceil(2) };
-        assert_eq!(u64::from(job.attempts), tasks, "job {} was claimed {} times for {tasks} tasks", job.id, job.attempts);
+        let chunks = job
+            .spec
+            .runs
+            .map_or(1, |r| r.div_ceil(mcq_kernel::CHUNK_PATHS));
+        let tasks = if job.spec.method == mcq_kernel::Method::Exact {
+            1
+        } else {
+            chunks.div_ceil(2)
+        };
+        assert_eq!(
+            u64::from(job.attempts),
+            tasks,
+            "job {} was claimed {} times for {tasks} tasks",
+            job.id,
+            job.attempts
+        );
     }
     // Every worker is still up and listed.
     let listed = store.workers().await?;
-    assert_eq!(listed.len(), workers.len(), "all workers registered: {listed:?}");
+    assert_eq!(
+        listed.len(),
+        workers.len(),
+        "all workers registered: {listed:?}"
+    );
     let done: u64 = listed.iter().map(|w| w.tasks_done).sum();
     let expected_tasks: u64 = jobs.iter().map(|j| u64::from(j.attempts)).sum();
-    assert_eq!(done, expected_tasks, "the workers' task counters add up to the tasks");
+    assert_eq!(
+        done, expected_tasks,
+        "the workers' task counters add up to the tasks"
+    );
     Ok(())
 }

@@ -9,7 +9,9 @@ use crate::batch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_back_running_tasks_and_exits_zero() -> anyhow::Result<()> {
-    let Some(db) = mcq_testdb::postgres().await else { return Ok(()) };
+    let Some(db) = mcq_testdb::postgres().await else {
+        return Ok(());
+    };
     let logs = TempDir::new("mcq-process-term")?;
     // Tasks of 2,000 chunks take seconds: far beyond the shutdown timeout
     // below, so the worker must cancel them and hand them back.
@@ -23,21 +25,45 @@ async fn sigterm_hands_back_running_tasks_and_exits_zero() -> anyhow::Result<()>
         &["--concurrency", "2", "--shutdown-timeout", "0.2"],
         logs.path(),
     )?;
-    batch::wait_until(&store, batch_id, Duration::from_secs(60), &[&worker], "the worker to hold tasks", |v| {
-        v.counts.running == 2
-    })
+    batch::wait_until(
+        &store,
+        batch_id,
+        Duration::from_secs(60),
+        &[&worker],
+        "the worker to hold tasks",
+        |v| v.counts.running == 2,
+    )
     .await?;
     assert_eq!(store.workers().await?.len(), 1, "the worker is registered");
 
     worker.terminate()?;
     let status = worker.wait_timeout(Duration::from_secs(30))?;
-    assert!(status.success(), "exit status {status:?}\n{}", worker.logs());
+    assert!(
+        status.success(),
+        "exit status {status:?}\n{}",
+        worker.logs()
+    );
 
     let view = batch::view(&store, batch_id).await?;
-    assert_eq!(view.counts.running, 0, "nothing is left running: {view:?}\n{}", worker.logs());
-    assert_eq!(view.counts.failed, 0, "a hand-back is not a failure: {view:?}");
-    assert_eq!(view.counts.queued + view.counts.succeeded, 4, "every job is back in the queue or done: {view:?}");
-    assert!(view.counts.queued >= 2, "the two running tasks were handed back: {view:?}");
+    assert_eq!(
+        view.counts.running,
+        0,
+        "nothing is left running: {view:?}\n{}",
+        worker.logs()
+    );
+    assert_eq!(
+        view.counts.failed, 0,
+        "a hand-back is not a failure: {view:?}"
+    );
+    assert_eq!(
+        view.counts.queued + view.counts.succeeded,
+        4,
+        "every job is back in the queue or done: {view:?}"
+    );
+    assert!(
+        view.counts.queued >= 2,
+        "the two running tasks were handed back: {view:?}"
+    );
     // A hand-back gives the attempt back: the jobs look never claimed.
     for job in batch::jobs(&store, batch_id).await? {
         if job.state == mcq_queue::JobState::Queued {

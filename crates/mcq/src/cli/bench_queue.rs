@@ -55,17 +55,29 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     store.migrate().await.context("applying migrations")?;
     let logs = std::env::temp_dir().join(format!("mcq-bench-queue-{}", std::process::id()));
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-    println!("mcq bench queue on {} ({} cores), worker logs in {}", redact(&args.database_url), cores(), logs.display());
+    println!(
+        "mcq bench queue on {} ({} cores), worker logs in {}",
+        redact(&args.database_url),
+        cores(),
+        logs.display()
+    );
 
     // Enqueue: one bulk submission, timed around the call.
     let specs: Vec<Spec> = (0..args.jobs).map(|i| tiny(args.runs, i)).collect();
     let start = Instant::now();
     let submitted = store
-        .submit(Submission { as_batch: true, label: Some("bench queue".into()), jobs: specs, idempotency: None })
+        .submit(Submission {
+            as_batch: true,
+            label: Some("bench queue".into()),
+            jobs: specs,
+            idempotency: None,
+        })
         .await
         .context("enqueueing the batch")?;
     let enqueue = start.elapsed();
-    let batch = submitted.batch_id.context("a batch submission returns a batch id")?;
+    let batch = submitted
+        .batch_id
+        .context("a batch submission returns a batch id")?;
     println!(
         "enqueue:    {} jobs in {:.1} ms = {:.0} jobs/s (one Store::submit call)",
         args.jobs,
@@ -80,7 +92,13 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     for i in 0..args.workers {
         fleet.spawn(&args.database_url, &format!("worker{i}"), &[], &logs)?;
     }
-    let view = wait_done(&store, batch, Duration::from_secs(600), Duration::from_millis(200)).await?;
+    let view = wait_done(
+        &store,
+        batch,
+        Duration::from_secs(600),
+        Duration::from_millis(200),
+    )
+    .await?;
     let wall = started.elapsed();
     let (first, last) = match (view.timings.first_started_at, view.timings.last_finished_at) {
         (Some(first), Some(last)) => (first, last),
@@ -106,7 +124,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         // Let the fleet go back to waiting for a notification.
         tokio::time::sleep(Duration::from_millis(20)).await;
         let job = store
-            .submit(Submission { as_batch: false, label: None, jobs: vec![tiny(2, u64::from(i))], idempotency: None })
+            .submit(Submission {
+                as_batch: false,
+                label: None,
+                jobs: vec![tiny(2, u64::from(i))],
+                idempotency: None,
+            })
             .await
             .context("submitting a latency probe")?;
         let id = job.job_ids[0];
@@ -137,16 +160,34 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
     let mut fleet = Fleet::default();
     fleet.spawn(url, "victim", &["--concurrency", "2"], logs)?;
     // Long tasks (hundreds of chunks), so they are still running when killed.
-    let long = |seed| Spec { runs: Some(400 * CHUNK_PATHS), seed: Some(seed), ..Spec::default() };
-    let submitted = QueueConfig { chunks_per_task: 400, ..QueueConfig::default() };
-    let submitter = Store::connect(url, submitted).await.context("connecting the submitter")?;
+    let long = |seed| Spec {
+        runs: Some(400 * CHUNK_PATHS),
+        seed: Some(seed),
+        ..Spec::default()
+    };
+    let submitted = QueueConfig {
+        chunks_per_task: 400,
+        ..QueueConfig::default()
+    };
+    let submitter = Store::connect(url, submitted)
+        .await
+        .context("connecting the submitter")?;
     let batch = submitter
-        .submit(Submission { as_batch: true, label: Some("bench recovery".into()), jobs: vec![long(1), long(2)], idempotency: None })
+        .submit(Submission {
+            as_batch: true,
+            label: Some("bench recovery".into()),
+            jobs: vec![long(1), long(2)],
+            idempotency: None,
+        })
         .await
         .context("submitting the recovery batch")?;
     let batch_id = batch.batch_id.context("a batch id")?;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while store.batch(batch_id).await?.is_none_or(|v| v.counts.running < 2) {
+    while store
+        .batch(batch_id)
+        .await?
+        .is_none_or(|v| v.counts.running < 2)
+    {
         if Instant::now() > deadline {
             bail!("the victim never held both tasks");
         }
@@ -177,7 +218,10 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
         ms(killed.elapsed()),
         lease.as_secs_f64()
     );
-    store.cancel_batch(batch_id).await.context("cancelling the recovery batch")?;
+    store
+        .cancel_batch(batch_id)
+        .await
+        .context("cancelling the recovery batch")?;
     fleet.stop_all()
 }
 
@@ -186,9 +230,16 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
 struct Fleet(Vec<Child>);
 
 impl Fleet {
-    fn spawn(&mut self, url: &str, name: &str, extra: &[&str], logs: &std::path::Path) -> anyhow::Result<()> {
+    fn spawn(
+        &mut self,
+        url: &str,
+        name: &str,
+        extra: &[&str],
+        logs: &std::path::Path,
+    ) -> anyhow::Result<()> {
         let exe: PathBuf = std::env::current_exe().context("locating the mcq binary")?;
-        let log = std::fs::File::create(logs.join(format!("{name}.log"))).context("creating a worker log")?;
+        let log = std::fs::File::create(logs.join(format!("{name}.log")))
+            .context("creating a worker log")?;
         let child = Command::new(exe)
             .args(["worker", "--database-url", url])
             .args(extra)
@@ -213,7 +264,10 @@ impl Fleet {
     fn stop_all(&mut self) -> anyhow::Result<()> {
         for child in &self.0 {
             // std sends only SIGKILL and unsafe libc calls are forbidden here.
-            Command::new("kill").args(["-TERM", &child.id().to_string()]).status().context("kill -TERM")?;
+            Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .context("kill -TERM")?;
         }
         for mut child in self.0.drain(..) {
             let status = child.wait().context("waiting for a worker")?;
@@ -236,10 +290,19 @@ impl Drop for Fleet {
 
 /// A tiny Monte Carlo job: the queue's cost dominates, not the kernel's.
 fn tiny(runs: u64, seed: u64) -> Spec {
-    Spec { runs: Some(runs), seed: Some(seed), ..Spec::default() }
+    Spec {
+        runs: Some(runs),
+        seed: Some(seed),
+        ..Spec::default()
+    }
 }
 
-async fn wait_done(store: &Store, batch: Uuid, timeout: Duration, every: Duration) -> anyhow::Result<BatchView> {
+async fn wait_done(
+    store: &Store,
+    batch: Uuid,
+    timeout: Duration,
+    every: Duration,
+) -> anyhow::Result<BatchView> {
     let start = Instant::now();
     loop {
         let view = store.batch(batch).await?.context("the batch exists")?;

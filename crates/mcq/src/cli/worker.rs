@@ -50,11 +50,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Two missed heartbeats must not lose a lease.
     let heartbeat = args.heartbeat.min(queue.lease / 3);
     if heartbeat < args.heartbeat {
-        tracing::warn!(heartbeat_ms = heartbeat.as_millis() as u64, "heartbeat shortened to a third of the lease");
+        tracing::warn!(
+            heartbeat_ms = heartbeat.as_millis() as u64,
+            "heartbeat shortened to a third of the lease"
+        );
     }
     let defaults = WorkerConfig::default();
     let config = WorkerConfig {
-        concurrency: args.concurrency.map_or(defaults.concurrency, |c| c as usize),
+        concurrency: args
+            .concurrency
+            .map_or(defaults.concurrency, |c| c as usize),
         threads: args.threads.map_or(0, |t| t as usize),
         heartbeat_interval: heartbeat,
         shutdown_timeout: args.shutdown_timeout,
@@ -94,7 +99,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Connects, waiting out a database that is not up yet (a worker started
 /// alongside its database must not need a restart). A URL we cannot use is
 /// an error at once. `None` when shut down before connecting.
-async fn connect(url: &str, config: QueueConfig, shutdown: &CancellationToken) -> anyhow::Result<Option<Store>> {
+async fn connect(
+    url: &str,
+    config: QueueConfig,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<Store>> {
     let mut delay = Duration::from_millis(100);
     loop {
         match Store::connect(url, config.clone()).await {
@@ -114,9 +123,14 @@ async fn connect(url: &str, config: QueueConfig, shutdown: &CancellationToken) -
 
 /// Parses a positive number of seconds, such as `15` or `0.5`.
 fn seconds(text: &str) -> Result<Duration, String> {
-    let value: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
     if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
-        return Err(format!("{text:?} must be a number of seconds above 0 and at most 86400"));
+        return Err(format!(
+            "{text:?} must be a number of seconds above 0 and at most 86400"
+        ));
     }
     Ok(Duration::from_secs_f64(value))
 }
