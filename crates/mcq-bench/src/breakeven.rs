@@ -93,9 +93,11 @@ pub(crate) fn analyse(trials: &[TrialRecord], jobs: &[JobRecord]) -> BreakEven {
             }
         })
         .collect();
-    let beats = margins(&points, |p| Some(p.local_1_ms? / p.service_ms? - 1.0));
+    // Margins are log ratios, so the interpolated crossing is where the
+    // straight segments of the log-log chart cross.
+    let beats = margins(&points, |p| Some((p.local_1_ms? / p.service_ms?).ln()));
     let efficient = margins(&points, |p| {
-        Some(p.local_all_ms? / p.service_ms? - EFFICIENCY_MARK)
+        Some((p.local_all_ms? / p.service_ms? / EFFICIENCY_MARK).ln())
     });
     BreakEven {
         service_beats_local_1: beats.map(|m| crossing(&m)),

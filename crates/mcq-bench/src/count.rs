@@ -19,8 +19,9 @@ pub fn parse_count(text: &str) -> anyhow::Result<u64> {
         let float: f64 = cleaned.parse().map_err(|_| {
             anyhow::anyhow!("{text:?} is not a count (try 1000000, 1_000_000 or 1e6)")
         })?;
-        // 2^64 is exactly representable, so this bound check is exact.
-        if !float.is_finite() || float < 0.0 || float >= 18_446_744_073_709_551_616.0 {
+        // 2^64 is exactly representable, so this bound check is exact; NaN and
+        // infinities fall outside the range too.
+        if !(0.0..18_446_744_073_709_551_616.0).contains(&float) {
             bail!("{text:?} is out of range for a count");
         }
         if float.fract() != 0.0 {
