@@ -12,6 +12,10 @@ use crate::plan;
 use crate::store::StoreError;
 use crate::types::{ClaimedTask, TaskDone, TaskOutput};
 
+// Joins against small id lists also name the ids with `= ANY(...)`: without
+// it the planner may hash-join against a full scan of `tasks` or `jobs`
+// (it cannot see how few rows a CTE or an unnest yields).
+
 /// Claim: expired leases first (rescue), then queued tasks that are due,
 /// both skipping rows another claimer holds; each claimed task gets a new
 /// token and one more attempt, and its job starts running.
@@ -31,8 +35,7 @@ WITH rescue AS (
     UPDATE tasks t
     SET state = 'running', attempt = t.attempt + 1, lease_token = gen_random_uuid(),
         lease_expires_at = now() + make_interval(secs => $3), worker_id = $1
-    FROM (SELECT id FROM rescue UNION ALL SELECT id FROM fresh) p
-    WHERE t.id = p.id
+    WHERE t.id = ANY(ARRAY(SELECT id FROM rescue UNION ALL SELECT id FROM fresh))
     RETURNING t.id, t.job_id, t.lease_token, t.attempt, t.chunk_start, t.chunk_end
 ), per_job AS (
     SELECT job_id, count(*)::int AS n FROM claimed GROUP BY job_id
@@ -40,7 +43,7 @@ WITH rescue AS (
     UPDATE jobs j
     SET state = 'running', started_at = coalesce(j.started_at, now()), attempts = j.attempts + p.n
     FROM per_job p
-    WHERE j.id = p.job_id
+    WHERE j.id = p.job_id AND j.id = ANY(ARRAY(SELECT job_id FROM per_job))
     RETURNING j.id, j.spec::text AS spec
 )
 SELECT c.id, c.job_id, c.lease_token, c.attempt, c.chunk_start, c.chunk_end, s.spec
@@ -58,7 +61,7 @@ WITH input AS (
     SET state = 'succeeded', partial = i.partial::json, compute_ms = i.ms, finished_at = now(),
         lease_token = NULL, lease_expires_at = NULL
     FROM input i
-    WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
+    WHERE t.id = i.id AND t.id = ANY($1) AND t.state = 'running' AND t.lease_token = i.token
     RETURNING t.id, t.job_id, i.ms
 ), per_job AS (
     SELECT job_id, count(*)::int AS n, sum(ms) AS ms FROM done GROUP BY job_id
@@ -66,7 +69,7 @@ WITH input AS (
     UPDATE jobs j
     SET tasks_done = j.tasks_done + p.n, compute_ms = j.compute_ms + p.ms
     FROM per_job p
-    WHERE j.id = p.job_id
+    WHERE j.id = p.job_id AND j.id = ANY(ARRAY(SELECT job_id FROM per_job))
     RETURNING j.id, j.task_count, j.tasks_done, j.compute_ms, j.spec
 ), worker AS (
     UPDATE workers SET tasks_done = tasks_done + (SELECT count(*) FROM done) WHERE id = $5
@@ -86,7 +89,7 @@ WITH input AS (
 )
 UPDATE jobs j SET state = 'succeeded', finished_at = now(), price = i.price
 FROM input i
-WHERE j.id = i.id AND j.state IN ('queued', 'running')";
+WHERE j.id = i.id AND j.id = ANY($1) AND j.state IN ('queued', 'running')";
 
 /// A job whose last task this completion finished.
 struct Finishing<'a> {
@@ -349,7 +352,7 @@ impl PgQueue {
             "UPDATE tasks t SET state = 'queued', attempt = greatest(t.attempt - 1, 0), run_at = now(),
                  lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
              FROM unnest($1::int8[], $2::uuid[]) AS i(id, token)
-             WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
+             WHERE t.id = i.id AND t.id = ANY($1) AND t.state = 'running' AND t.lease_token = i.token
              RETURNING t.id, t.job_id",
         )
         .bind(ids)
@@ -394,7 +397,7 @@ async fn requeue_jobs(
                  WHERE t.job_id = j.id AND t.state = 'running' AND t.id <> ALL($2)
              ) THEN 'queued' ELSE j.state END
          FROM (SELECT job_id, count(*)::int AS n FROM unnest($1::uuid[]) AS job_id GROUP BY job_id) p
-         WHERE j.id = p.job_id AND j.state = 'running'",
+         WHERE j.id = p.job_id AND j.id = ANY($1) AND j.state = 'running'",
     )
     .bind(jobs)
     .bind(tasks)
