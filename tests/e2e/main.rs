@@ -1,1 +1,7 @@
-//! End-to-end tests (e2e): being written.
+//! End-to-end tests: real `mcq serve` (and `mcq worker`) processes over real
+//! SQLite files and PostgreSQL databases, driven over HTTP by the client.
+//! Every result is checked bit for bit against the kernel in this process.
+
+mod batch;
+mod commands;
+mod server;

@@ -3,11 +3,11 @@
 //! idempotency key header.
 
 use axum::body::Bytes;
+use axum::extract::Path;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use axum::extract::Path;
 use mcq_client::{BatchRequest, FieldProblem};
 use mcq_kernel::Spec;
 use serde::de::DeserializeOwned;
@@ -34,7 +34,10 @@ fn expect_object(value: &Value, pointer: String) -> Result<(), FieldProblem> {
     if value.is_object() {
         Ok(())
     } else {
-        Err(FieldProblem { pointer, detail: "expected a JSON object (a pricing spec)".into() })
+        Err(FieldProblem {
+            pointer,
+            detail: "expected a JSON object (a pricing spec)".into(),
+        })
     }
 }
 
@@ -64,37 +67,59 @@ impl<T: DeserializeOwned + Shape> FromRequest<AppState> for JsonBody<T> {
             return Err(ApiError::UnsupportedMediaType);
         }
         let limit = state.config.max_body_bytes;
-        let bytes = Bytes::from_request(req, state).await.map_err(|err| body_error(&err, limit))?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|err| body_error(&err, limit))?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::Malformed { detail: "the request body is empty".into(), errors: vec![] });
+            return Err(ApiError::Malformed {
+                detail: "the request body is empty".into(),
+                errors: vec![],
+            });
         }
         decode(&bytes).map(JsonBody)
     }
 }
 
 fn is_json(headers: &axum::http::HeaderMap) -> bool {
-    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
         return false;
     };
-    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 fn body_error(err: &BytesRejection, limit: usize) -> ApiError {
     if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::BodyTooLarge { limit }
     } else {
-        ApiError::Malformed { detail: "the request body could not be read".into(), errors: vec![] }
+        ApiError::Malformed {
+            detail: "the request body could not be read".into(),
+            errors: vec![],
+        }
     }
 }
 
 /// Decodes `bytes` as `T`, naming the JSON pointer of the value that failed.
 pub(crate) fn decode<T: DeserializeOwned + Shape>(bytes: &[u8]) -> Result<T, ApiError> {
     // Syntax first (this also rejects trailing data), then shape, then types.
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|err| ApiError::Malformed { detail: format!("invalid JSON: {err}"), errors: vec![] })?;
+    let value: Value = serde_json::from_slice(bytes).map_err(|err| ApiError::Malformed {
+        detail: format!("invalid JSON: {err}"),
+        errors: vec![],
+    })?;
     T::check(&value).map_err(|problem| ApiError::Malformed {
-        detail: format!("unexpected JSON shape at '{}': {}", problem.pointer, problem.detail),
+        detail: format!(
+            "unexpected JSON shape at '{}': {}",
+            problem.pointer, problem.detail
+        ),
         errors: vec![problem],
     })?;
     serde_path_to_error::deserialize(value).map_err(|err| {
@@ -102,7 +127,10 @@ pub(crate) fn decode<T: DeserializeOwned + Shape>(bytes: &[u8]) -> Result<T, Api
         let inner = err.into_inner();
         ApiError::Malformed {
             detail: format!("invalid request: {inner}"),
-            errors: vec![FieldProblem { pointer, detail: inner.to_string() }],
+            errors: vec![FieldProblem {
+                pointer,
+                detail: inner.to_string(),
+            }],
         }
     })
 }
@@ -135,14 +163,20 @@ impl<S: Send + Sync> FromRequestParts<S> for RawId {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         match Path::<String>::from_request_parts(parts, state).await {
             Ok(Path(raw)) => Ok(RawId(raw)),
-            Err(_) => Err(ApiError::NotFound { what: "job or batch", id: "(undecodable)".into() }),
+            Err(_) => Err(ApiError::NotFound {
+                what: "job or batch",
+                id: "(undecodable)".into(),
+            }),
         }
     }
 }
 
 /// Parses a path id; anything that is not a UUID is an unknown id (404).
 pub(crate) fn parse_id(raw: &str, what: &'static str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| ApiError::NotFound { what, id: truncate(raw) })
+    Uuid::parse_str(raw).map_err(|_| ApiError::NotFound {
+        what,
+        id: truncate(raw),
+    })
 }
 
 fn truncate(raw: &str) -> String {
@@ -160,7 +194,11 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyHeader {
         let Some(value) = parts.headers.get(mcq_client::IDEMPOTENCY_KEY) else {
             return Ok(IdempotencyHeader(None));
         };
-        let bad = || ApiError::BadParameter("Idempotency-Key must be 1 to 255 visible ASCII characters".into());
+        let bad = || {
+            ApiError::BadParameter(
+                "Idempotency-Key must be 1 to 255 visible ASCII characters".into(),
+            )
+        };
         let key = value.to_str().map_err(|_| bad())?;
         if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(bad());

@@ -17,7 +17,9 @@ use crate::problem::ApiError;
     responses((status = 200, description = "The process answers", body = Health))
 )]
 pub(crate) async fn healthz() -> Json<Health> {
-    Json(Health { status: "ok".into() })
+    Json(Health {
+        status: "ok".into(),
+    })
 }
 
 /// The database answers.
@@ -32,7 +34,9 @@ pub(crate) async fn healthz() -> Json<Health> {
 )]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     match state.store.ping().await {
-        Ok(()) => Ok(Json(Health { status: "ready".into() })),
+        Ok(()) => Ok(Json(Health {
+            status: "ready".into(),
+        })),
         Err(err) => {
             tracing::warn!(error = %err, "readiness check failed");
             Err(ApiError::Unavailable)
@@ -48,5 +52,8 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Health>
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json", body = Object))
 )]
 pub(crate) async fn openapi_json() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], crate::openapi::document_json())
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::document_json(),
+    )
 }

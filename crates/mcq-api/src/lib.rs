@@ -67,7 +67,11 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
         (Method::POST, "/v1/batches", post(submit::submit_batch)),
         (Method::GET, "/v1/batches/{id}", get(read::get_batch)),
         (Method::GET, "/v1/batches/{id}/jobs", get(read::batch_jobs)),
-        (Method::POST, "/v1/batches/{id}/cancel", post(read::cancel_batch)),
+        (
+            Method::POST,
+            "/v1/batches/{id}/cancel",
+            post(read::cancel_batch),
+        ),
         (Method::GET, "/v1/workers", get(read::workers)),
         (Method::GET, "/healthz", get(health::healthz)),
         (Method::GET, "/readyz", get(health::readyz)),
@@ -88,7 +92,10 @@ pub fn app(state: AppState) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(body_limit)
-        .layer(middleware::from_fn_with_state(state.config.request_timeout, timeout))
+        .layer(middleware::from_fn_with_state(
+            state.config.request_timeout,
+            timeout,
+        ))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -100,7 +107,9 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 async fn no_route(uri: Uri) -> ApiError {

@@ -83,7 +83,9 @@ impl ApiError {
         match self {
             ApiError::Malformed { .. } | ApiError::BadParameter(_) => StatusCode::BAD_REQUEST,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::BodyTooLarge { .. } | ApiError::TooManyJobs { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTooLarge { .. } | ApiError::TooManyJobs { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             ApiError::InvalidSpec { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::NotFound { .. } | ApiError::NoRoute(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -97,15 +99,21 @@ impl ApiError {
     pub fn kind(&self) -> (&'static str, &'static str) {
         match self {
             ApiError::Malformed { .. } => ("/problems/malformed-request", "Malformed request body"),
-            ApiError::BadParameter(_) => ("/problems/bad-parameter", "Bad header or query parameter"),
-            ApiError::UnsupportedMediaType => ("/problems/unsupported-media-type", "Unsupported media type"),
+            ApiError::BadParameter(_) => {
+                ("/problems/bad-parameter", "Bad header or query parameter")
+            }
+            ApiError::UnsupportedMediaType => {
+                ("/problems/unsupported-media-type", "Unsupported media type")
+            }
             ApiError::BodyTooLarge { .. } => ("/problems/body-too-large", "Request body too large"),
             ApiError::TooManyJobs { .. } => ("/problems/batch-too-large", "Batch too large"),
             ApiError::InvalidSpec { .. } => ("/problems/invalid-spec", "Invalid pricing spec"),
             ApiError::NotFound { .. } => ("/problems/not-found", "Not found"),
             ApiError::NoRoute(_) => ("/problems/no-route", "No such endpoint"),
             ApiError::MethodNotAllowed => ("/problems/method-not-allowed", "Method not allowed"),
-            ApiError::IdempotencyConflict => ("/problems/idempotency-conflict", "Idempotency key conflict"),
+            ApiError::IdempotencyConflict => {
+                ("/problems/idempotency-conflict", "Idempotency key conflict")
+            }
             ApiError::Timeout => ("/problems/timeout", "Request timed out"),
             ApiError::Unavailable => ("/problems/unavailable", "Service unavailable"),
             ApiError::Internal => ("/problems/internal", "Internal server error"),
@@ -116,7 +124,9 @@ impl ApiError {
     pub fn problem(&self) -> Problem {
         let (kind, title) = self.kind();
         let errors = match self {
-            ApiError::Malformed { errors, .. } | ApiError::InvalidSpec { errors, .. } => errors.clone(),
+            ApiError::Malformed { errors, .. } | ApiError::InvalidSpec { errors, .. } => {
+                errors.clone()
+            }
             _ => Vec::new(),
         };
         Problem {
@@ -157,7 +167,10 @@ impl From<StoreError> for ApiError {
 fn is_unreachable(err: &sqlx::Error) -> bool {
     matches!(
         err,
-        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
     ) || err
         .as_database_error()
         .and_then(|db| db.code())

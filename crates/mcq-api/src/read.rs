@@ -28,9 +28,15 @@ pub(crate) const MAX_PAGE: u32 = 1000;
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
-pub(crate) async fn get_job(State(state): State<AppState>, RawId(raw): RawId) -> Result<Json<JobView>, ApiError> {
+pub(crate) async fn get_job(
+    State(state): State<AppState>,
+    RawId(raw): RawId,
+) -> Result<Json<JobView>, ApiError> {
     let id = parse_id(&raw, "job")?;
-    let view = state.store.job(id).await?.ok_or(ApiError::NotFound { what: "job", id: raw })?;
+    let view = state.store.job(id).await?.ok_or(ApiError::NotFound {
+        what: "job",
+        id: raw,
+    })?;
     Ok(Json(view))
 }
 
@@ -51,7 +57,10 @@ pub(crate) async fn get_batch(
     RawId(raw): RawId,
 ) -> Result<Json<BatchView>, ApiError> {
     let id = parse_id(&raw, "batch")?;
-    let view = state.store.batch(id).await?.ok_or(ApiError::NotFound { what: "batch", id: raw })?;
+    let view = state.store.batch(id).await?.ok_or(ApiError::NotFound {
+        what: "batch",
+        id: raw,
+    })?;
     Ok(Json(view))
 }
 
@@ -89,10 +98,9 @@ pub(crate) async fn batch_jobs(
     let Query(query) = query.map_err(|err| ApiError::BadParameter(err.body_text()))?;
     let after = match query.after.as_deref() {
         None | Some("") => None,
-        Some(after) => Some(
-            uuid::Uuid::parse_str(after)
-                .map_err(|_| ApiError::BadParameter("after must be a job id (UUID) from a previous page".into()))?,
-        ),
+        Some(after) => Some(uuid::Uuid::parse_str(after).map_err(|_| {
+            ApiError::BadParameter("after must be a job id (UUID) from a previous page".into())
+        })?),
     };
     let limit = match query.limit.as_deref() {
         None | Some("") => DEFAULT_PAGE,
@@ -100,11 +108,20 @@ pub(crate) async fn batch_jobs(
             .parse::<u32>()
             .ok()
             .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| ApiError::BadParameter(format!("limit must be an integer from 1 to {MAX_PAGE}")))?,
+            .ok_or_else(|| {
+                ApiError::BadParameter(format!("limit must be an integer from 1 to {MAX_PAGE}"))
+            })?,
     };
     // One extra row tells whether another page follows without a second query.
     let mut jobs =
-        state.store.batch_jobs(id, after, limit + 1).await?.ok_or(ApiError::NotFound { what: "batch", id: raw })?;
+        state
+            .store
+            .batch_jobs(id, after, limit + 1)
+            .await?
+            .ok_or(ApiError::NotFound {
+                what: "batch",
+                id: raw,
+            })?;
     let next = if jobs.len() > limit as usize {
         jobs.truncate(limit as usize);
         jobs.last().map(|job| job.id)
@@ -131,7 +148,14 @@ pub(crate) async fn cancel_job(
     RawId(raw): RawId,
 ) -> Result<Json<JobCancelled>, ApiError> {
     let id = parse_id(&raw, "job")?;
-    let state = state.store.cancel_job(id).await?.ok_or(ApiError::NotFound { what: "job", id: raw })?;
+    let state = state
+        .store
+        .cancel_job(id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            what: "job",
+            id: raw,
+        })?;
     Ok(Json(JobCancelled { id, state }))
 }
 
@@ -152,7 +176,14 @@ pub(crate) async fn cancel_batch(
     RawId(raw): RawId,
 ) -> Result<Json<BatchCancelled>, ApiError> {
     let id = parse_id(&raw, "batch")?;
-    let cancelled = state.store.cancel_batch(id).await?.ok_or(ApiError::NotFound { what: "batch", id: raw })?;
+    let cancelled = state
+        .store
+        .cancel_batch(id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            what: "batch",
+            id: raw,
+        })?;
     Ok(Json(BatchCancelled { id, cancelled }))
 }
 
@@ -167,5 +198,7 @@ pub(crate) async fn cancel_batch(
     )
 )]
 pub(crate) async fn workers(State(state): State<AppState>) -> Result<Json<WorkerList>, ApiError> {
-    Ok(Json(WorkerList { workers: state.store.workers().await? }))
+    Ok(Json(WorkerList {
+        workers: state.store.workers().await?,
+    }))
 }

@@ -42,18 +42,30 @@ pub(crate) async fn submit_job(
     JsonBody(spec): JsonBody<Spec>,
 ) -> Result<Response, ApiError> {
     let spec = spec.with_defaults();
-    let idempotency = key.map(|key| IdempotencyKey { key, fingerprint: fingerprint("POST /v1/jobs", &spec) });
+    let idempotency = key.map(|key| IdempotencyKey {
+        key,
+        fingerprint: fingerprint("POST /v1/jobs", &spec),
+    });
     let spec = prepare(vec![spec], |_| String::new())?.remove(0);
     let submitted = state
         .store
-        .submit(Submission { as_batch: false, label: None, jobs: vec![spec], idempotency })
+        .submit(Submission {
+            as_batch: false,
+            label: None,
+            jobs: vec![spec],
+            idempotency,
+        })
         .await?;
     let id = *submitted.job_ids.first().ok_or(ApiError::Internal)?;
     let Some(view) = state.store.job(id).await? else {
         tracing::error!(%id, "job missing right after submission");
         return Err(ApiError::Internal);
     };
-    Ok(accepted(&format!("/v1/jobs/{id}"), &submitted, axum::Json(view)))
+    Ok(accepted(
+        &format!("/v1/jobs/{id}"),
+        &submitted,
+        axum::Json(view),
+    ))
 }
 
 /// Enqueue a batch of jobs, all or nothing.
@@ -81,7 +93,10 @@ pub(crate) async fn submit_batch(
 ) -> Result<Response, ApiError> {
     let limit = state.config.max_batch_jobs;
     if request.jobs.len() > limit {
-        return Err(ApiError::TooManyJobs { limit, got: request.jobs.len() });
+        return Err(ApiError::TooManyJobs {
+            limit,
+            got: request.jobs.len(),
+        });
     }
     check_label(request.label.as_deref())?;
     if request.jobs.is_empty() {
@@ -97,28 +112,47 @@ pub(crate) async fn submit_batch(
             label: request.label,
             jobs: request.jobs.into_iter().map(Spec::with_defaults).collect(),
         };
-        let idempotency =
-            key.map(|key| IdempotencyKey { key, fingerprint: fingerprint("POST /v1/batches", &request) });
+        let idempotency = key.map(|key| IdempotencyKey {
+            key,
+            fingerprint: fingerprint("POST /v1/batches", &request),
+        });
         let jobs = prepare(request.jobs, |i| format!("/jobs/{i}"))?;
         Ok::<_, ApiError>((request.label, jobs, idempotency))
     })
     .await
     .map_err(|_| ApiError::Internal)??;
-    let submitted = state.store.submit(Submission { as_batch: true, label, jobs, idempotency }).await?;
+    let submitted = state
+        .store
+        .submit(Submission {
+            as_batch: true,
+            label,
+            jobs,
+            idempotency,
+        })
+        .await?;
     let Some(id) = submitted.batch_id else {
         tracing::error!("batch submission returned no batch id");
         return Err(ApiError::Internal);
     };
-    let body = BatchAccepted { id, job_ids: submitted.job_ids.clone() };
-    Ok(accepted(&format!("/v1/batches/{id}"), &submitted, axum::Json(body)))
+    let body = BatchAccepted {
+        id,
+        job_ids: submitted.job_ids.clone(),
+    };
+    Ok(accepted(
+        &format!("/v1/batches/{id}"),
+        &submitted,
+        axum::Json(body),
+    ))
 }
 
 fn check_label(label: Option<&str>) -> Result<(), ApiError> {
     match label {
-        Some(label) if label.chars().count() > MAX_LABEL_CHARS => Err(invalid(vec![FieldProblem {
-            pointer: "/label".into(),
-            detail: format!("label must be at most {MAX_LABEL_CHARS} characters"),
-        }])),
+        Some(label) if label.chars().count() > MAX_LABEL_CHARS => {
+            Err(invalid(vec![FieldProblem {
+                pointer: "/label".into(),
+                detail: format!("label must be at most {MAX_LABEL_CHARS} characters"),
+            }]))
+        }
         _ => Ok(()),
     }
 }
@@ -135,23 +169,32 @@ fn prepare(specs: Vec<Spec>, prefix: impl Fn(usize) -> String) -> Result<Vec<Spe
         }
         match spec.validate() {
             Ok(_) => ready.push(spec),
-            Err(problems) => errors.extend(
-                problems
-                    .into_iter()
-                    .map(|p| FieldProblem { pointer: format!("{}/{}", prefix(i), p.field()), detail: p.to_string() }),
-            ),
+            Err(problems) => errors.extend(problems.into_iter().map(|p| FieldProblem {
+                pointer: format!("{}/{}", prefix(i), p.field()),
+                detail: p.to_string(),
+            })),
         }
     }
-    if errors.is_empty() { Ok(ready) } else { Err(invalid(errors)) }
+    if errors.is_empty() {
+        Ok(ready)
+    } else {
+        Err(invalid(errors))
+    }
 }
 
 fn invalid(mut errors: Vec<FieldProblem>) -> ApiError {
     let total = errors.len();
     errors.truncate(MAX_LISTED_ERRORS);
     let detail = if total > errors.len() {
-        format!("{total} invalid values; the first {} are listed; nothing was enqueued", errors.len())
+        format!(
+            "{total} invalid values; the first {} are listed; nothing was enqueued",
+            errors.len()
+        )
     } else {
-        format!("{total} invalid value{}; nothing was enqueued", if total == 1 { "" } else { "s" })
+        format!(
+            "{total} invalid value{}; nothing was enqueued",
+            if total == 1 { "" } else { "s" }
+        )
     };
     ApiError::InvalidSpec { detail, errors }
 }
@@ -196,21 +239,34 @@ mod tests {
         let f = |s: &Spec| fingerprint("POST /v1/jobs", &s.clone().with_defaults());
         assert_eq!(f(&a), f(&b));
         assert_ne!(f(&a), f(&c));
-        assert_ne!(fingerprint("POST /v1/jobs", &a), fingerprint("POST /v1/batches", &a));
+        assert_ne!(
+            fingerprint("POST /v1/jobs", &a),
+            fingerprint("POST /v1/batches", &a)
+        );
     }
 
     #[test]
     fn prepare_draws_seeds_and_points_at_every_bad_field() {
         let good = Spec::default().with_defaults();
-        let bad = Spec { down: 2.0, periods: 0, ..Spec::default() }.with_defaults();
+        let bad = Spec {
+            down: 2.0,
+            periods: 0,
+            ..Spec::default()
+        }
+        .with_defaults();
         let ready = prepare(vec![good.clone()], |_| String::new()).unwrap();
         assert!(ready[0].seed.is_some());
-        let Err(ApiError::InvalidSpec { errors, .. }) = prepare(vec![good, bad], |i| format!("/jobs/{i}")) else {
+        let Err(ApiError::InvalidSpec { errors, .. }) =
+            prepare(vec![good, bad], |i| format!("/jobs/{i}"))
+        else {
             panic!("a bad spec must reject the batch");
         };
         let pointers: Vec<&str> = errors.iter().map(|e| e.pointer.as_str()).collect();
         assert!(pointers.contains(&"/jobs/1/down"), "{pointers:?}");
         assert!(pointers.contains(&"/jobs/1/periods"), "{pointers:?}");
-        assert!(pointers.iter().all(|p| p.starts_with("/jobs/1/")), "{pointers:?}");
+        assert!(
+            pointers.iter().all(|p| p.starts_with("/jobs/1/")),
+            "{pointers:?}"
+        );
     }
 }

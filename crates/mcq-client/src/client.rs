@@ -47,14 +47,19 @@ pub enum ClientError {
 }
 
 fn pointers(errors: &[crate::wire::FieldProblem]) -> String {
-    errors.iter().map(|e| format!("\n  {}: {}", e.pointer, e.detail)).collect()
+    errors
+        .iter()
+        .map(|e| format!("\n  {}: {}", e.pointer, e.detail))
+        .collect()
 }
 
 impl ClientError {
     /// The HTTP status of a server-side error, if there was an answer.
     pub fn status(&self) -> Option<StatusCode> {
         match self {
-            ClientError::Problem { status, .. } | ClientError::Unexpected { status, .. } => Some(*status),
+            ClientError::Problem { status, .. } | ClientError::Unexpected { status, .. } => {
+                Some(*status)
+            }
             ClientError::Http(err) => err.status(),
             ClientError::InvalidUrl(_) => None,
         }
@@ -79,7 +84,10 @@ impl Client {
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
             .build()?;
-        Ok(Client { http, base: base.to_owned() })
+        Ok(Client {
+            http,
+            base: base.to_owned(),
+        })
     }
 
     /// The server's base URL.
@@ -88,7 +96,11 @@ impl Client {
     }
 
     /// `POST /v1/jobs`: enqueues one job; returns it as stored (seed drawn).
-    pub async fn submit_job(&self, spec: &Spec, idempotency_key: Option<&str>) -> Result<JobView, ClientError> {
+    pub async fn submit_job(
+        &self,
+        spec: &Spec,
+        idempotency_key: Option<&str>,
+    ) -> Result<JobView, ClientError> {
         self.post_json("/v1/jobs", spec, idempotency_key).await
     }
 
@@ -112,7 +124,12 @@ impl Client {
     }
 
     /// `GET /v1/batches/{id}/jobs`: one page of jobs after the cursor.
-    pub async fn batch_jobs(&self, id: Uuid, after: Option<Uuid>, limit: u32) -> Result<JobPage, ClientError> {
+    pub async fn batch_jobs(
+        &self,
+        id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> Result<JobPage, ClientError> {
         let mut path = format!("/v1/batches/{id}/jobs?limit={limit}");
         if let Some(after) = after {
             path.push_str(&format!("&after={after}"));
@@ -136,12 +153,14 @@ impl Client {
 
     /// `POST /v1/jobs/{id}/cancel`.
     pub async fn cancel_job(&self, id: Uuid) -> Result<JobCancelled, ClientError> {
-        self.send(self.request(Method::POST, &format!("/v1/jobs/{id}/cancel"))).await
+        self.send(self.request(Method::POST, &format!("/v1/jobs/{id}/cancel")))
+            .await
     }
 
     /// `POST /v1/batches/{id}/cancel`.
     pub async fn cancel_batch(&self, id: Uuid) -> Result<BatchCancelled, ClientError> {
-        self.send(self.request(Method::POST, &format!("/v1/batches/{id}/cancel"))).await
+        self.send(self.request(Method::POST, &format!("/v1/batches/{id}/cancel")))
+            .await
     }
 
     /// `GET /v1/workers`: live workers.
@@ -207,7 +226,10 @@ async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientErro
         return serde_json::from_slice(&bytes).map_err(|_| unexpected(status, &bytes));
     }
     match serde_json::from_slice::<Problem>(&bytes) {
-        Ok(problem) => Err(ClientError::Problem { status, problem: Box::new(problem) }),
+        Ok(problem) => Err(ClientError::Problem {
+            status,
+            problem: Box::new(problem),
+        }),
         Err(_) => Err(unexpected(status, &bytes)),
     }
 }

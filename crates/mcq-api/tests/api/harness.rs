@@ -11,7 +11,6 @@ use tower::ServiceExt as _;
 /// An app over its own database.
 pub(crate) struct TestApp {
     pub(crate) app: Router,
-    pub(crate) store: Store,
     pub(crate) url: String,
     _dir: Option<tempfile::TempDir>,
 }
@@ -28,25 +27,45 @@ impl Answer {
     /// Asserts a problem document with this status and type.
     pub(crate) fn assert_problem(&self, status: u16, kind: &str) {
         assert_eq!(self.status.as_u16(), status, "{:#?}", self.body);
-        let content_type = self.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-        assert_eq!(content_type, Some("application/problem+json"), "{:#?}", self.body);
+        let content_type = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        assert_eq!(
+            content_type,
+            Some("application/problem+json"),
+            "{:#?}",
+            self.body
+        );
         assert_eq!(self.body["type"], kind, "{:#?}", self.body);
         assert_eq!(self.body["status"], status, "{:#?}", self.body);
-        assert!(self.body["title"].is_string() && self.body["detail"].is_string(), "{:#?}", self.body);
+        assert!(
+            self.body["title"].is_string() && self.body["detail"].is_string(),
+            "{:#?}",
+            self.body
+        );
     }
 
     /// The JSON pointers listed in a problem's `errors`.
     pub(crate) fn pointers(&self) -> Vec<String> {
         self.body["errors"]
             .as_array()
-            .map(|e| e.iter().filter_map(|x| x["pointer"].as_str().map(str::to_owned)).collect())
+            .map(|e| {
+                e.iter()
+                    .filter_map(|x| x["pointer"].as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
 
 /// Small limits so that "too large" cases stay small.
 pub(crate) fn test_config() -> ApiConfig {
-    ApiConfig { max_body_bytes: 256 * 1024, max_batch_jobs: 500, ..ApiConfig::default() }
+    ApiConfig {
+        max_body_bytes: 256 * 1024,
+        max_batch_jobs: 500,
+        ..ApiConfig::default()
+    }
 }
 
 impl TestApp {
@@ -62,36 +81,65 @@ impl TestApp {
     }
 
     async fn over(url: String, dir: Option<tempfile::TempDir>) -> TestApp {
-        let store = Store::connect(&url, QueueConfig::default()).await.expect("connect");
+        let store = Store::connect(&url, QueueConfig::default())
+            .await
+            .expect("connect");
         store.migrate().await.expect("migrate");
-        let app = app(AppState { store: store.clone(), config: test_config() });
-        TestApp { app, store, url, _dir: dir }
+        let app = app(AppState {
+            store,
+            config: test_config(),
+        });
+        TestApp {
+            app,
+            url,
+            _dir: dir,
+        }
     }
 
     /// Sends one request through the router.
     pub(crate) async fn send(&self, request: Request<Body>) -> Answer {
-        let response = self.app.clone().oneshot(request).await.expect("the router is infallible");
+        let response = self
+            .app
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router is infallible");
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
         let body = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| panic!("not JSON ({status}): {}", String::from_utf8_lossy(&bytes)))
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                panic!("not JSON ({status}): {}", String::from_utf8_lossy(&bytes))
+            })
         };
-        Answer { status, headers, body }
+        Answer {
+            status,
+            headers,
+            body,
+        }
     }
 
     pub(crate) async fn get(&self, uri: &str) -> Answer {
-        self.send(Request::get(uri).body(Body::empty()).unwrap()).await
+        self.send(Request::get(uri).body(Body::empty()).unwrap())
+            .await
     }
 
     pub(crate) async fn post_json(&self, uri: &str, body: &Value) -> Answer {
-        self.post_raw(uri, "application/json", body.to_string().into_bytes(), None).await
+        self.post_raw(uri, "application/json", body.to_string().into_bytes(), None)
+            .await
     }
 
-    pub(crate) async fn post_raw(&self, uri: &str, content_type: &str, body: Vec<u8>, key: Option<&str>) -> Answer {
+    pub(crate) async fn post_raw(
+        &self,
+        uri: &str,
+        content_type: &str,
+        body: Vec<u8>,
+        key: Option<&str>,
+    ) -> Answer {
         let mut request = Request::post(uri).header(header::CONTENT_TYPE, content_type);
         if let Some(key) = key {
             request = request.header("Idempotency-Key", key);
@@ -100,7 +148,8 @@ impl TestApp {
     }
 
     pub(crate) async fn post_empty(&self, uri: &str) -> Answer {
-        self.send(Request::post(uri).body(Body::empty()).unwrap()).await
+        self.send(Request::post(uri).body(Body::empty()).unwrap())
+            .await
     }
 
     /// Rows in the jobs table, read behind the API's back.
@@ -108,11 +157,21 @@ impl TestApp {
         use sqlx::Connection as _;
         let sql = "SELECT count(*) FROM jobs";
         if self.url.starts_with("sqlite:") {
-            let mut conn = sqlx::SqliteConnection::connect(&self.url).await.expect("sqlite");
-            sqlx::query_scalar(sql).fetch_one(&mut conn).await.expect("count jobs")
+            let mut conn = sqlx::SqliteConnection::connect(&self.url)
+                .await
+                .expect("sqlite");
+            sqlx::query_scalar(sql)
+                .fetch_one(&mut conn)
+                .await
+                .expect("count jobs")
         } else {
-            let mut conn = sqlx::PgConnection::connect(&self.url).await.expect("postgres");
-            sqlx::query_scalar(sql).fetch_one(&mut conn).await.expect("count jobs")
+            let mut conn = sqlx::PgConnection::connect(&self.url)
+                .await
+                .expect("postgres");
+            sqlx::query_scalar(sql)
+                .fetch_one(&mut conn)
+                .await
+                .expect("count jobs")
         }
     }
 }

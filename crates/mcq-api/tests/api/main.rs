@@ -19,7 +19,9 @@ macro_rules! on_both {
 
             #[tokio::test]
             async fn postgres() {
-                let Some(t) = $crate::harness::TestApp::postgres().await else { return };
+                let Some(t) = $crate::harness::TestApp::postgres().await else {
+                    return;
+                };
                 super::$case(&t).await;
             }
         }

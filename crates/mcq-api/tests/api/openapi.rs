@@ -14,8 +14,10 @@ fn document() -> Value {
 fn every_route_is_documented_and_every_documented_operation_is_routed() {
     let doc = document();
     assert_eq!(doc["openapi"], "3.1.0");
-    let routed: BTreeSet<(String, String)> =
-        mcq_api::routes().into_iter().map(|(m, p, _)| (m.as_str().to_lowercase(), p.to_owned())).collect();
+    let routed: BTreeSet<(String, String)> = mcq_api::routes()
+        .into_iter()
+        .map(|(m, p, _)| (m.as_str().to_lowercase(), p.to_owned()))
+        .collect();
     let mut documented = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for method in ["get", "post", "put", "patch", "delete", "head", "options"] {
@@ -31,17 +33,34 @@ fn every_route_is_documented_and_every_documented_operation_is_routed() {
 fn errors_are_documented_as_problem_json_and_refs_resolve() {
     let doc = document();
     let schemas = doc["components"]["schemas"].as_object().expect("schemas");
-    for name in ["Problem", "FieldProblem", "JobView", "BatchView", "Spec", "PriceResult", "WorkerView"] {
+    for name in [
+        "Problem",
+        "FieldProblem",
+        "JobView",
+        "BatchView",
+        "Spec",
+        "PriceResult",
+        "WorkerView",
+    ] {
         assert!(schemas.contains_key(name), "schema {name} missing");
     }
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
-            let responses = op["responses"].as_object().unwrap_or_else(|| panic!("{method} {path}: no responses"));
-            assert!(responses.keys().any(|s| s.starts_with('2')), "{method} {path}: no success response");
+            let responses = op["responses"]
+                .as_object()
+                .unwrap_or_else(|| panic!("{method} {path}: no responses"));
+            assert!(
+                responses.keys().any(|s| s.starts_with('2')),
+                "{method} {path}: no success response"
+            );
             for (status, response) in responses {
                 if status.starts_with('4') || status.starts_with('5') {
-                    let content = &response["content"]["application/problem+json"]["schema"]["$ref"];
-                    assert_eq!(content, "#/components/schemas/Problem", "{method} {path} {status}");
+                    let content =
+                        &response["content"]["application/problem+json"]["schema"]["$ref"];
+                    assert_eq!(
+                        content, "#/components/schemas/Problem",
+                        "{method} {path} {status}"
+                    );
                 }
             }
         }
@@ -50,7 +69,9 @@ fn errors_are_documented_as_problem_json_and_refs_resolve() {
     collect_refs(&doc, &mut refs);
     assert!(!refs.is_empty());
     for r in refs {
-        let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("unexpected $ref {r}"));
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("unexpected $ref {r}"));
         assert!(schemas.contains_key(name), "$ref {r} does not resolve");
     }
 }

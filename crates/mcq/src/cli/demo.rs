@@ -43,7 +43,8 @@ impl Drop for TempDir {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.calls >= 1, "--calls must be at least 1");
     serve::init_tracing("warn");
-    let dir = TempDir(std::env::temp_dir().join(format!("mcq-demo-{}", uuid::Uuid::new_v4().simple())));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("mcq-demo-{}", uuid::Uuid::new_v4().simple())));
     std::fs::create_dir_all(&dir.0).with_context(|| format!("creating {}", dir.0.display()))?;
     let workers = args.workers.unwrap_or_else(serve::cores).max(1);
     let config = ServeConfig {
@@ -53,20 +54,48 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         embedded_workers: workers,
         api: ApiConfig::default(),
     };
+    println!(
+        "mcq demo: database in {} (removed at the end)",
+        dir.0.display()
+    );
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let (service, specs) = runtime.block_on(through_service(config, &args, workers))?;
     let local = price_locally(&specs)?;
 
     println!();
-    println!("local: the same {} calls one after the other in this process, each on all {} cores (rayon)", specs.len(), serve::cores());
+    println!(
+        "local: the same {} calls one after the other in this process, each on all {} cores (rayon)",
+        specs.len(),
+        serve::cores()
+    );
     println!();
-    println!("  {:<34}{:>12}", "service, submit to last result", millis(service.wall_ms));
+    println!(
+        "  {:<34}{:>12}",
+        "service, submit to last result",
+        millis(service.wall_ms)
+    );
     println!("  {:<34}{:>12}", "local loop", millis(local.wall_ms));
-    println!("  {:<34}{:>12.2}", "service / local", service.wall_ms / local.wall_ms);
-    let same = service.prices.iter().zip(&local.results).filter(|(a, b)| a.to_bits() == b.price.to_bits()).count();
+    println!(
+        "  {:<34}{:>12.2}",
+        "service / local",
+        service.wall_ms / local.wall_ms
+    );
+    let same = service
+        .prices
+        .iter()
+        .zip(&local.results)
+        .filter(|(a, b)| a.to_bits() == b.price.to_bits())
+        .count();
     println!();
-    println!("  same seeds, same prices bit for bit: {same} of {}", specs.len());
-    Ok(if same == specs.len() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    println!(
+        "  same seeds, same prices bit for bit: {same} of {}",
+        specs.len()
+    );
+    Ok(if same == specs.len() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 struct ServiceRun {
@@ -74,10 +103,16 @@ struct ServiceRun {
     prices: Vec<f64>,
 }
 
-async fn through_service(config: ServeConfig, args: &Args, workers: usize) -> anyhow::Result<(ServiceRun, Vec<Spec>)> {
-    let running = serve::start(config).await.context("starting the demo server")?;
+async fn through_service(
+    config: ServeConfig,
+    args: &Args,
+    workers: usize,
+) -> anyhow::Result<(ServiceRun, Vec<Spec>)> {
+    let running = serve::start(config)
+        .await
+        .context("starting the demo server")?;
     println!(
-        "mcq demo: server on http://{} (SQLite in a temporary directory, {workers} embedded workers)",
+        "mcq demo: server on http://{} (SQLite, {workers} embedded workers)",
         running.addr
     );
     let outcome = submit_and_follow(&format!("http://{}", running.addr), args).await;
@@ -87,19 +122,40 @@ async fn through_service(config: ServeConfig, args: &Args, workers: usize) -> an
 
 async fn submit_and_follow(base: &str, args: &Args) -> anyhow::Result<(ServiceRun, Vec<Spec>)> {
     let client = Client::new(base)?;
-    let spec = Spec { runs: Some(args.runs), ..Spec::default() };
-    let batch = BatchRequest { label: Some("mcq demo".into()), jobs: vec![spec; args.calls] };
-    println!("submitting {} calls of {} paths each over HTTP …", args.calls, args.runs);
+    let spec = Spec {
+        runs: Some(args.runs),
+        ..Spec::default()
+    };
+    let batch = BatchRequest {
+        label: Some("mcq demo".into()),
+        jobs: vec![spec; args.calls],
+    };
+    println!(
+        "submitting {} calls of {} paths each over HTTP …",
+        args.calls, args.runs
+    );
     let start = Instant::now();
-    let accepted = client.submit_batch(&batch, None).await.context("submitting the batch")?;
+    let accepted = client
+        .submit_batch(&batch, None)
+        .await
+        .context("submitting the batch")?;
     let view = follow_batch(&client, accepted.id, args.calls, Duration::from_millis(20)).await?;
     let wall_ms = start.elapsed().as_secs_f64() * 1000.0;
     print_batch(&view);
-    anyhow::ensure!(view.counts.succeeded as usize == args.calls, "not every call succeeded");
+    anyhow::ensure!(
+        view.counts.succeeded as usize == args.calls,
+        "not every call succeeded"
+    );
     // The stored specs carry the seeds the server drew: the local run uses
     // them, so both sides compute the very same numbers.
-    let jobs = client.all_batch_jobs(accepted.id).await.context("reading the results")?;
-    let prices = jobs.iter().map(|j| j.result.as_ref().map_or(f64::NAN, |r| r.price)).collect();
+    let jobs = client
+        .all_batch_jobs(accepted.id)
+        .await
+        .context("reading the results")?;
+    let prices = jobs
+        .iter()
+        .map(|j| j.result.as_ref().map_or(f64::NAN, |r| r.price))
+        .collect();
     let specs = jobs.into_iter().map(|j| j.spec).collect();
     Ok((ServiceRun { wall_ms, prices }, specs))
 }
@@ -117,9 +173,16 @@ fn price_locally(specs: &[Spec]) -> anyhow::Result<LocalRun> {
     let results = specs
         .iter()
         .map(|spec| {
-            let valid = spec.validate().map_err(|errors| anyhow::anyhow!("invalid spec: {errors:?}"))?;
-            valid.price(&never).map_err(|_| anyhow::anyhow!("local pricing was cancelled"))
+            let valid = spec
+                .validate()
+                .map_err(|errors| anyhow::anyhow!("invalid spec: {errors:?}"))?;
+            valid
+                .price(&never)
+                .map_err(|_| anyhow::anyhow!("local pricing was cancelled"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(LocalRun { wall_ms: start.elapsed().as_secs_f64() * 1000.0, results })
+    Ok(LocalRun {
+        wall_ms: start.elapsed().as_secs_f64() * 1000.0,
+        results,
+    })
 }

@@ -62,7 +62,11 @@ pub(crate) struct Running {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_tracing("info");
     let embedded = args.embedded_workers.unwrap_or_else(|| {
-        if args.database_url.starts_with("sqlite:") { cores() } else { 0 }
+        if args.database_url.starts_with("sqlite:") {
+            cores()
+        } else {
+            0
+        }
     });
     let config = ServeConfig {
         listen: args.listen,
@@ -108,15 +112,30 @@ pub(crate) async fn start(config: ServeConfig) -> anyhow::Result<Running> {
     for _ in 0..config.embedded_workers {
         // N embedded workers are N compute slots: one task at a time on one
         // thread each, so the default (one per core) uses each core once.
-        let worker_config = WorkerConfig { concurrency: 1, threads: 1, ..WorkerConfig::default() };
+        let worker_config = WorkerConfig {
+            concurrency: 1,
+            threads: 1,
+            ..WorkerConfig::default()
+        };
         let worker = Worker::new(store.clone(), worker_config);
         let token = shutdown.clone();
         tasks.spawn(async move { worker.run(token).await.map(drop).context("embedded worker") });
     }
-    let state = AppState { store, config: config.api };
+    let state = AppState {
+        store,
+        config: config.api,
+    };
     let stop = shutdown.clone().cancelled_owned();
-    tasks.spawn(async move { mcq_api::serve(listener, state, stop).await.context("serving HTTP") });
-    Ok(Running { addr, shutdown, tasks })
+    tasks.spawn(async move {
+        mcq_api::serve(listener, state, stop)
+            .await
+            .context("serving HTTP")
+    });
+    Ok(Running {
+        addr,
+        shutdown,
+        tasks,
+    })
 }
 
 impl Running {
@@ -146,7 +165,10 @@ pub(crate) fn init_tracing(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     // A second initialisation (tests, demo after serve) is harmless.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Cores of this machine (at least 1).

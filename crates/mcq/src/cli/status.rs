@@ -22,9 +22,12 @@ pub(crate) struct Args {
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let id = Uuid::parse_str(args.id.trim()).with_context(|| format!("{:?} is not a job or batch id (a UUID)", args.id))?;
+    let id = Uuid::parse_str(args.id.trim())
+        .with_context(|| format!("{:?} is not a job or batch id (a UUID)", args.id))?;
     let client = Client::new(&args.server)?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         // Ids are UUIDs for both, so ask for a job first, then a batch.
         match client.job(id).await {
@@ -48,7 +51,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            Err(err) if is_not_found(&err) => anyhow::bail!("no job or batch with id {id} on {}", args.server),
+            Err(err) if is_not_found(&err) => {
+                anyhow::bail!("no job or batch with id {id} on {}", args.server)
+            }
             Err(err) => Err(err).context("reading the batch"),
         }
     })
@@ -60,7 +65,10 @@ fn is_not_found(err: &ClientError) -> bool {
 
 /// A job as a few aligned lines.
 pub(crate) fn print_job(job: &JobView) {
-    let state = serde_json::to_value(job.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let state = serde_json::to_value(job.state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
     println!("job        {}", job.id);
     if let Some(batch) = job.batch_id {
         println!("batch      {batch}");
@@ -90,7 +98,15 @@ pub(crate) fn print_job(job: &JobView) {
 /// A batch: counts, then the summary table of the original spreadsheet.
 pub(crate) fn print_batch(batch: &BatchView) {
     let c = &batch.counts;
-    println!("batch {}{}", batch.id, batch.label.as_deref().map(|l| format!(" ({l})")).unwrap_or_default());
+    println!(
+        "batch {}{}",
+        batch.id,
+        batch
+            .label
+            .as_deref()
+            .map(|l| format!(" ({l})"))
+            .unwrap_or_default()
+    );
     println!(
         "{} jobs: {} succeeded, {} failed, {} cancelled, {} running, {} queued{}",
         batch.total,
@@ -125,5 +141,9 @@ pub(crate) fn print_batch(batch: &BatchView) {
 
 /// Milliseconds as a human duration.
 pub(crate) fn millis(ms: f64) -> String {
-    if ms >= 10_000.0 { format!("{:.2} s", ms / 1000.0) } else { format!("{ms:.1} ms") }
+    if ms >= 10_000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else {
+        format!("{ms:.1} ms")
+    }
 }

@@ -116,12 +116,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => vec![args.spec.to_spec(); args.count.max(1)],
     };
     let single = args.file.is_none() && args.count <= 1;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         let key = args.idempotency_key.as_deref();
         if single {
-            let job = client.submit_job(&specs[0], key).await.context("submitting the job")?;
-            let job = if args.wait { wait_for_job(&client, job).await? } else { job };
+            let job = client
+                .submit_job(&specs[0], key)
+                .await
+                .context("submitting the job")?;
+            let job = if args.wait {
+                wait_for_job(&client, job).await?
+            } else {
+                job
+            };
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&job)?);
             } else {
@@ -130,8 +139,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(exit_code(job.state != JobState::Failed));
         }
         let total = specs.len();
-        let batch = BatchRequest { label: args.label.clone(), jobs: specs };
-        let accepted = client.submit_batch(&batch, key).await.context("submitting the batch")?;
+        let batch = BatchRequest {
+            label: args.label.clone(),
+            jobs: specs,
+        };
+        let accepted = client
+            .submit_batch(&batch, key)
+            .await
+            .context("submitting the batch")?;
         if !args.wait {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&accepted)?);
@@ -152,7 +167,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn exit_code(ok: bool) -> ExitCode {
-    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// Polls a batch with a progress bar on stderr until it is done.
@@ -164,8 +183,10 @@ pub(crate) async fn follow_batch(
 ) -> anyhow::Result<BatchView> {
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let view = client
         .wait_for_batch(id, interval, |view| {
@@ -190,22 +211,30 @@ async fn wait_for_job(client: &Client, mut job: JobView) -> anyhow::Result<JobVi
 /// Reads a JSON array of specs (or a `{"jobs": [...]}` object), or a CSV
 /// file whose header row names spec fields; empty cells take defaults.
 fn read_specs(path: &PathBuf) -> anyhow::Result<Vec<Spec>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('[') || trimmed.starts_with('{') {
-        let value: Value = serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+        let value: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not valid JSON", path.display()))?;
         let items = match value {
             Value::Array(items) => items,
             Value::Object(mut map) => match map.remove("jobs") {
                 Some(Value::Array(items)) => items,
-                _ => anyhow::bail!("{}: expected an array of specs or {{\"jobs\": [...]}}", path.display()),
+                _ => anyhow::bail!(
+                    "{}: expected an array of specs or {{\"jobs\": [...]}}",
+                    path.display()
+                ),
             },
             _ => anyhow::bail!("{}: expected an array of specs", path.display()),
         };
         items
             .into_iter()
             .enumerate()
-            .map(|(i, item)| serde_json::from_value(item).with_context(|| format!("{}: spec #{i}", path.display())))
+            .map(|(i, item)| {
+                serde_json::from_value(item)
+                    .with_context(|| format!("{}: spec #{i}", path.display()))
+            })
             .collect()
     } else {
         parse_csv(&text).with_context(|| format!("reading CSV {}", path.display()))
@@ -215,8 +244,13 @@ fn read_specs(path: &PathBuf) -> anyhow::Result<Vec<Spec>> {
 /// A deliberately small CSV reader: specs hold numbers and enum names, so
 /// fields never need quoting (surrounding quotes are tolerated).
 fn parse_csv(text: &str) -> anyhow::Result<Vec<Spec>> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-    let Some((_, header)) = lines.next() else { anyhow::bail!("the file is empty") };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let Some((_, header)) = lines.next() else {
+        anyhow::bail!("the file is empty")
+    };
     let columns: Vec<String> = header.split(',').map(|c| unquote(c).to_owned()).collect();
     let mut specs = Vec::new();
     for (number, line) in lines {
@@ -239,7 +273,8 @@ fn parse_csv(text: &str) -> anyhow::Result<Vec<Spec>> {
                 .map_or_else(|_| Value::String(cell.to_owned()), Value::Number);
             object.insert(column.clone(), value);
         }
-        let spec = serde_json::from_value(Value::Object(object)).with_context(|| format!("line {}", number + 1))?;
+        let spec = serde_json::from_value(Value::Object(object))
+            .with_context(|| format!("line {}", number + 1))?;
         specs.push(spec);
     }
     anyhow::ensure!(!specs.is_empty(), "no rows below the header");
@@ -248,7 +283,9 @@ fn parse_csv(text: &str) -> anyhow::Result<Vec<Spec>> {
 
 fn unquote(cell: &str) -> &str {
     let cell = cell.trim();
-    cell.strip_prefix('"').and_then(|c| c.strip_suffix('"')).unwrap_or(cell)
+    cell.strip_prefix('"')
+        .and_then(|c| c.strip_suffix('"'))
+        .unwrap_or(cell)
 }
 
 #[cfg(test)]
@@ -259,8 +296,14 @@ mod tests {
     fn csv_rows_become_specs_with_defaults_for_empty_cells() {
         let specs = parse_csv("up,down,runs,option\n1.5,0.7,1000,put\n\"1.3\",,,call\n").unwrap();
         assert_eq!(specs.len(), 2);
-        assert_eq!((specs[0].up, specs[0].down, specs[0].runs, specs[0].option), (1.5, 0.7, Some(1000), OptionKind::Put));
-        assert_eq!((specs[1].up, specs[1].down, specs[1].runs), (1.3, Spec::default().down, None));
+        assert_eq!(
+            (specs[0].up, specs[0].down, specs[0].runs, specs[0].option),
+            (1.5, 0.7, Some(1000), OptionKind::Put)
+        );
+        assert_eq!(
+            (specs[1].up, specs[1].down, specs[1].runs),
+            (1.3, Spec::default().down, None)
+        );
     }
 
     #[test]
