@@ -190,9 +190,19 @@ impl Claimer {
             let prefetch = self
                 .pace
                 .prefetch(self.concurrency, window_ms, self.config.claim_batch);
+            // Backpressure: tasks computed but not yet recorded stay leased
+            // and are renewed by every heartbeat; when the database records
+            // slower than we compute, stop claiming rather than pile up
+            // leases that could expire in the backlog.
+            let room = self.max_held().saturating_sub(self.held.len());
+            if room == 0 {
+                self.wait_for_progress(shutdown).await;
+                continue;
+            }
             let want = (free + prefetch)
                 .saturating_sub(self.local.len())
-                .min(self.config.claim_batch.max(1));
+                .min(self.config.claim_batch.max(1))
+                .min(room);
             // Top up only once the local queue ran half empty, so that a
             // busy worker makes one large claim rather than many small ones.
             if want == 0 || self.local.len() > prefetch / 2 {
@@ -248,6 +258,21 @@ impl Claimer {
             () = shutdown.cancelled() => {}
             // We never close the semaphore, so this only fails if it were.
             permit = self.semaphore.acquire() => drop(permit),
+        }
+    }
+
+    /// Most tasks held at once: a claim batch in hand and a completion
+    /// batch in flight, and at least the compute slots.
+    fn max_held(&self) -> usize {
+        (self.config.claim_batch + self.config.complete_batch).max(self.concurrency + 1)
+    }
+
+    async fn wait_for_progress(&self, shutdown: &CancellationToken) {
+        // The timeout covers a notification sent just before we started waiting.
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = self.held.progress.notified() => {}
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
         }
     }
 

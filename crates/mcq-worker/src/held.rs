@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// Lease token and cancel flag of one held task.
@@ -18,6 +19,8 @@ pub(crate) struct Lease {
 #[derive(Debug, Default)]
 pub(crate) struct Held {
     tasks: Mutex<HashMap<i64, Lease>>,
+    /// Signalled whenever tasks are forgotten, for a claimer waiting for room.
+    pub(crate) progress: Notify,
 }
 
 impl Held {
@@ -36,10 +39,13 @@ impl Held {
 
     /// Forgets tasks the store no longer counts as ours.
     pub(crate) fn remove_all(&self, task_ids: impl IntoIterator<Item = i64>) {
-        let mut tasks = self.lock();
-        for id in task_ids {
-            tasks.remove(&id);
+        {
+            let mut tasks = self.lock();
+            for id in task_ids {
+                tasks.remove(&id);
+            }
         }
+        self.progress.notify_waiters();
     }
 
     /// Raises the cancel flag of the given tasks we hold; returns how many.
