@@ -1,13 +1,182 @@
-//! (Being written; replaced by its owner.)
+//! `mcq price`: price one option locally, the way the original sample did,
+//! but exact or with an error estimate, reproducibly and on every core.
 
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 
-/// Flags of this subcommand.
+use anyhow::Context;
+use clap::ValueEnum;
+use mcq_kernel::{
+    DEFAULT_DOWN, DEFAULT_EXERCISE, DEFAULT_INITIAL, DEFAULT_INTEREST, DEFAULT_PERIODS, DEFAULT_UP,
+    Method, OptionKind, PriceResult, Spec, SpecError, VarianceReduction,
+};
+
+/// Flags of this subcommand. Names and defaults are those of the original
+/// sample (a public contract).
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// Spot price S0 (> 0).
+    #[arg(long, default_value_t = DEFAULT_INITIAL)]
+    initial: f64,
+    /// Strike K (>= 0).
+    #[arg(long, default_value_t = DEFAULT_EXERCISE)]
+    exercise: f64,
+    /// Up factor per period (> interest).
+    #[arg(long, default_value_t = DEFAULT_UP)]
+    up: f64,
+    /// Down factor per period (0 < down < interest).
+    #[arg(long, default_value_t = DEFAULT_DOWN)]
+    down: f64,
+    /// Gross interest factor per period, e.g. 1.08.
+    #[arg(long, default_value_t = DEFAULT_INTEREST)]
+    interest: f64,
+    /// Number of periods.
+    #[arg(long, default_value_t = DEFAULT_PERIODS)]
+    periods: u32,
+    /// Monte Carlo paths [default: 1000000 unless --target-std-error is given].
+    #[arg(long)]
+    runs: Option<u64>,
+    /// Call or put on the arithmetic average.
+    #[arg(long, value_enum, default_value_t = OptionArg::Call)]
+    option: OptionArg,
+    /// Monte Carlo or the exact price (periods <= 40).
+    #[arg(long, value_enum, default_value_t = MethodArg::Mc)]
+    method: MethodArg,
+    /// Seed of the random streams (drawn and printed when absent).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Worker threads [default: all cores]. The result does not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+    /// Simulate until the standard error is at most this (instead of --runs).
+    #[arg(long)]
+    target_std_error: Option<f64>,
+    /// Variance reduction of the Monte Carlo estimator.
+    #[arg(long, value_enum, default_value_t = VarianceArg::Auto)]
+    variance_reduction: VarianceArg,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OptionArg {
+    Call,
+    Put,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum MethodArg {
+    Mc,
+    Exact,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum VarianceArg {
+    None,
+    Antithetic,
+    Arithmetic,
+    Geometric,
+    Auto,
+}
+
+impl Args {
+    fn spec(&self) -> Spec {
+        Spec {
+            initial: self.initial,
+            exercise: self.exercise,
+            up: self.up,
+            down: self.down,
+            interest: self.interest,
+            periods: self.periods,
+            runs: self.runs,
+            target_std_error: self.target_std_error,
+            option: match self.option {
+                OptionArg::Call => OptionKind::Call,
+                OptionArg::Put => OptionKind::Put,
+            },
+            method: match self.method {
+                MethodArg::Mc => Method::Mc,
+                MethodArg::Exact => Method::Exact,
+            },
+            seed: self.seed,
+            variance_reduction: match self.variance_reduction {
+                VarianceArg::None => VarianceReduction::None,
+                VarianceArg::Antithetic => VarianceReduction::Antithetic,
+                VarianceArg::Arithmetic => VarianceReduction::Arithmetic,
+                VarianceArg::Geometric => VarianceReduction::Geometric,
+                VarianceArg::Auto => VarianceReduction::Auto,
+            },
+        }
+        .with_defaults()
+    }
+}
+
+/// The command-line flag of a spec field.
+fn flag(error: &SpecError) -> String {
+    format!("--{}", error.field().replace('_', "-"))
+}
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("this command is not available yet")
+    let spec = args.spec();
+    let valid = match spec.validate() {
+        Ok(valid) => valid,
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("error: {}: {error}", flag(error));
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let mut pool = rayon::ThreadPoolBuilder::new();
+    if let Some(threads) = args.threads {
+        pool = pool.num_threads(usize::from(threads));
+    }
+    let pool = pool.build().context("starting the worker threads")?;
+    let threads = pool.current_num_threads();
+    let never = AtomicBool::new(false);
+    let result = pool
+        .install(|| valid.price(&never))
+        .context("pricing was cancelled")?;
+    if args.json {
+        println!("{}", serde_json::to_string(&result).context("encoding the result")?);
+    } else {
+        print!("{}", human(&result, args.periods, threads));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text report: price ± error, interval, paths, time and speed.
+fn human(r: &PriceResult, periods: u32, threads: usize) -> String {
+    let kind = match r.option {
+        OptionKind::Call => "call",
+        OptionKind::Put => "put",
+    };
+    let mut out = String::new();
+    match r.method {
+        Method::Exact => {
+            out += &format!("{kind} price   {:.12} (exact)\n", r.price);
+            out += &format!("paths        {} enumerated (meet in the middle)\n", r.paths);
+        }
+        Method::Mc => {
+            out += &format!("{kind} price   {:.6} ± {:.6} (standard error)\n", r.price, r.std_error);
+            out += &format!("95% interval [{:.6}, {:.6}]\n", r.ci95[0], r.ci95[1]);
+            let seed = r.seed.map_or_else(String::new, |s| format!(", seed {s}"));
+            out += &format!("paths        {}{seed}\n", r.paths);
+            let factor = r.variance_reduction_factor.unwrap_or(1.0);
+            let vr = serde_json::to_value(r.variance_reduction)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            out += &format!("variance     {vr} (variance cut {factor:.1}×)\n");
+            if r.max_paths_reached {
+                out += "warning      stopped at the path limit before reaching --target-std-error\n";
+            }
+        }
+    }
+    let steps = r.paths as f64 * f64::from(periods);
+    let rate = if r.elapsed_ms > 0.0 { steps / (r.elapsed_ms / 1e3) } else { 0.0 };
+    out += &format!("time         {:.3} ms on {threads} threads, {rate:.3e} path-steps/s\n", r.elapsed_ms);
+    out
 }
