@@ -71,14 +71,24 @@ impl BlockTable {
             ups[pattern] = k | weighted << 16;
             probability[pattern] = powi(p, k) * powi(q, steps - k);
         }
-        Self { steps, shift: 64 - steps, columns: alias_columns(&probability), patterns, ups }
+        Self {
+            steps,
+            shift: 64 - steps,
+            columns: alias_columns(&probability),
+            patterns,
+            ups,
+        }
     }
 
     /// The pattern drawn by the 64 random bits `r`.
     #[inline(always)]
     pub(crate) fn draw(&self, r: u64) -> usize {
         let column = self.columns[(r >> self.shift) as usize & (SLOTS - 1)];
-        let pick = std::hint::select_unpredictable((r as u32) < column.threshold, column.own, column.alias);
+        let pick = std::hint::select_unpredictable(
+            (r as u32) < column.threshold,
+            column.own,
+            column.alias,
+        );
         usize::from(pick) & (SLOTS - 1)
     }
 }
@@ -88,12 +98,20 @@ impl BlockTable {
 fn alias_columns(probability: &[f64]) -> Box<[Column; SLOTS]> {
     let count = probability.len();
     let total: f64 = probability.iter().sum();
-    let mut scaled: Vec<f64> = probability.iter().map(|x| x / total * count as f64).collect();
+    let mut scaled: Vec<f64> = probability
+        .iter()
+        .map(|x| x / total * count as f64)
+        .collect();
     let mut columns = Box::new([Column::default(); SLOTS]);
-    let (mut small, mut large): (Vec<usize>, Vec<usize>) = (0..count).partition(|&i| scaled[i] < 1.0);
+    let (mut small, mut large): (Vec<usize>, Vec<usize>) =
+        (0..count).partition(|&i| scaled[i] < 1.0);
     while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
         small.pop();
-        columns[s] = Column { threshold: threshold(scaled[s]), own: s as u16, alias: l as u16 };
+        columns[s] = Column {
+            threshold: threshold(scaled[s]),
+            own: s as u16,
+            alias: l as u16,
+        };
         scaled[l] = (scaled[l] + scaled[s]) - 1.0;
         if scaled[l] < 1.0 {
             large.pop();
@@ -102,14 +120,22 @@ fn alias_columns(probability: &[f64]) -> Box<[Column; SLOTS]> {
     }
     // What remains has probability one up to rounding.
     for i in small.into_iter().chain(large) {
-        columns[i] = Column { threshold: u32::MAX, own: i as u16, alias: i as u16 };
+        columns[i] = Column {
+            threshold: u32::MAX,
+            own: i as u16,
+            alias: i as u16,
+        };
     }
     columns
 }
 
 fn threshold(probability: f64) -> u32 {
     let scaled = (probability * 4_294_967_296.0).round();
-    if scaled >= 4_294_967_295.0 { u32::MAX } else { scaled.max(0.0) as u32 }
+    if scaled >= 4_294_967_295.0 {
+        u32::MAX
+    } else {
+        scaled.max(0.0) as u32
+    }
 }
 
 /// How a path of `n` steps is cut into blocks: `long_count` blocks of
@@ -131,7 +157,12 @@ impl BlockPlan {
         let short_count = blocks * long_steps - n;
         let long_count = blocks - short_count;
         let short = (short_count > 0).then(|| BlockTable::new(model, long_steps - 1));
-        Self { long: BlockTable::new(model, long_steps), long_count, short, short_count }
+        Self {
+            long: BlockTable::new(model, long_steps),
+            long_count,
+            short,
+            short_count,
+        }
     }
 }
 
@@ -142,7 +173,10 @@ mod tests {
 
     #[test]
     fn alias_table_reproduces_the_pattern_probabilities() {
-        let model = Model::new(&Spec { periods: 3, ..Spec::default() });
+        let model = Model::new(&Spec {
+            periods: 3,
+            ..Spec::default()
+        });
         let table = BlockTable::new(&model, 3);
         // Every (column, 32-bit draw) pair, weighted exactly.
         let mut mass = [0.0f64; 8];
@@ -163,10 +197,17 @@ mod tests {
     #[test]
     fn plans_cover_every_step() {
         for n in 1..=100 {
-            let model = Model::new(&Spec { periods: n, ..Spec::default() });
+            let model = Model::new(&Spec {
+                periods: n,
+                ..Spec::default()
+            });
             let plan = BlockPlan::new(&model);
             let short_steps = plan.short.as_ref().map_or(0, |t| t.steps);
-            assert_eq!(plan.long_count * plan.long.steps + plan.short_count * short_steps, n, "n = {n}");
+            assert_eq!(
+                plan.long_count * plan.long.steps + plan.short_count * short_steps,
+                n,
+                "n = {n}"
+            );
             assert!(plan.long.steps <= MAX_BLOCK_STEPS);
         }
     }

@@ -27,7 +27,9 @@ pub enum SpecError {
     #[error("down must be greater than 0 (got {0})")]
     DownNotPositive(f64),
     /// `down` ≥ `interest`: the up probability would be ≤ 0.
-    #[error("down ({down}) must be below interest ({interest}): otherwise the model has arbitrage (0 < down < interest < up)")]
+    #[error(
+        "down ({down}) must be below interest ({interest}): otherwise the model has arbitrage (0 < down < interest < up)"
+    )]
     DownNotBelowInterest {
         /// The `down` given.
         down: f64,
@@ -35,7 +37,9 @@ pub enum SpecError {
         interest: f64,
     },
     /// `up` ≤ `interest`: the up probability would be ≥ 1.
-    #[error("up ({up}) must be above interest ({interest}): otherwise the model has arbitrage (0 < down < interest < up)")]
+    #[error(
+        "up ({up}) must be above interest ({interest}): otherwise the model has arbitrage (0 < down < interest < up)"
+    )]
     UpNotAboveInterest {
         /// The `up` given.
         up: f64,
@@ -52,16 +56,22 @@ pub enum SpecError {
     #[error("method exact supports at most {MAX_EXACT_PERIODS} periods (got {0}); use method mc")]
     ExactTooManyPeriods(u32),
     /// The geometric control with more periods than its table allows.
-    #[error("variance_reduction geometric supports at most {MAX_GEOMETRIC_PERIODS} periods (got {0}); use arithmetic or auto")]
+    #[error(
+        "variance_reduction geometric supports at most {MAX_GEOMETRIC_PERIODS} periods (got {0}); use arithmetic or auto"
+    )]
     GeometricTooManyPeriods(u32),
     /// `up^periods` too large for the path sums to stay finite.
-    #[error("up^periods = {0:e} exceeds {MAX_PATH_VALUE:e}: lower up or periods so path sums stay finite")]
+    #[error(
+        "up^periods = {0:e} exceeds {MAX_PATH_VALUE:e}: lower up or periods so path sums stay finite"
+    )]
     UpPowerTooLarge(f64),
     /// `interest^periods` so small that discounting would overflow.
     #[error("interest^periods = {0:e} is below {min:e}: raise interest or lower periods so the discount stays finite", min = 1.0 / MAX_PATH_VALUE)]
     DiscountTooLarge(f64),
     /// `exercise / initial` too large.
-    #[error("exercise / initial = {0:e} exceeds {MAX_PATH_VALUE:e}: lower exercise or raise initial")]
+    #[error(
+        "exercise / initial = {0:e} exceeds {MAX_PATH_VALUE:e}: lower exercise or raise initial"
+    )]
     StrikeRatioTooLarge(f64),
     /// A price bound that does not fit a double.
     #[error("prices of this size overflow (bound {0:e}): lower initial")]
@@ -98,9 +108,9 @@ impl SpecError {
             SpecError::DownNotPositive(_) | SpecError::DownNotBelowInterest { .. } => "down",
             SpecError::UpNotAboveInterest { .. } | SpecError::UpPowerTooLarge(_) => "up",
             SpecError::DiscountTooLarge(_) => "interest",
-            SpecError::PeriodsZero | SpecError::PeriodsTooMany(_) | SpecError::ExactTooManyPeriods(_) => {
-                "periods"
-            }
+            SpecError::PeriodsZero
+            | SpecError::PeriodsTooMany(_)
+            | SpecError::ExactTooManyPeriods(_) => "periods",
             SpecError::GeometricTooManyPeriods(_) => "variance_reduction",
             SpecError::RunsAndTarget
             | SpecError::NoRunsOrTarget

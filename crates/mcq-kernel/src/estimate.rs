@@ -26,7 +26,11 @@ pub(crate) struct Estimate {
 
 /// Sample variance from a count, a sum and a sum of squares.
 fn sample_variance(n: f64, sum: f64, squares: f64) -> f64 {
-    if n < 2.0 { 0.0 } else { ((squares - sum * sum / n) / (n - 1.0)).max(0.0) }
+    if n < 2.0 {
+        0.0
+    } else {
+        ((squares - sum * sum / n) / (n - 1.0)).max(0.0)
+    }
 }
 
 fn factor(plain: f64, used: f64) -> f64 {
@@ -82,7 +86,11 @@ pub(crate) fn control(m: &Moments, which: VarianceReduction, mu: f64) -> Estimat
     let plain_variance = sample_variance(n, s.y, s.yy);
     // With two samples the regression fits exactly; fall back to the plain
     // variance rather than report a zero error.
-    let residual = if n > 2.0 { ((syy - beta * sxy) / (n - 2.0)).max(0.0) } else { plain_variance };
+    let residual = if n > 2.0 {
+        ((syy - beta * sxy) / (n - 2.0)).max(0.0)
+    } else {
+        plain_variance
+    };
     Estimate {
         mean: s.y / n - beta * (c / n - mu),
         variance: residual / n,
@@ -99,7 +107,11 @@ pub(crate) fn best_control(m: &Moments, geometric_mean: Option<f64>) -> Estimate
     match geometric_mean {
         Some(mu) => {
             let geometric = control(m, VarianceReduction::Geometric, mu);
-            if geometric.variance < arithmetic.variance { geometric } else { arithmetic }
+            if geometric.variance < arithmetic.variance {
+                geometric
+            } else {
+                arithmetic
+            }
         }
         None => arithmetic,
     }

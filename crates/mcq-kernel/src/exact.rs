@@ -43,7 +43,9 @@ impl Compensated {
 
 /// Probabilities of each up-count over `steps` steps.
 fn count_probabilities(model: &Model, steps: u32) -> Vec<f64> {
-    (0..=steps).map(|k| powi(model.p, k) * powi(1.0 - model.p, steps - k)).collect()
+    (0..=steps)
+        .map(|k| powi(model.p, k) * powi(1.0 - model.p, steps - k))
+        .collect()
 }
 
 /// (sum of running products, final product, up count) of every pattern of
@@ -53,7 +55,11 @@ fn half_paths(model: &Model, steps: u32) -> Vec<(f64, f64, u32)> {
         .map(|pattern| {
             let (mut spot, mut sum) = (1.0, 0.0);
             for j in 0..steps {
-                spot *= if pattern >> j & 1 == 1 { model.up } else { model.down };
+                spot *= if pattern >> j & 1 == 1 {
+                    model.up
+                } else {
+                    model.down
+                };
                 sum += spot;
             }
             (sum, spot, pattern.count_ones())
@@ -77,9 +83,14 @@ pub(crate) fn enumerate(model: &Model) -> f64 {
 pub(crate) fn meet_in_the_middle(model: &Model) -> f64 {
     let n1 = model.periods / 2;
     let n2 = model.periods - n1;
-    let (p1, p2) = (count_probabilities(model, n1), count_probabilities(model, n2));
-    let mut second: Vec<(f64, f64)> =
-        half_paths(model, n2).into_iter().map(|(b, _, ups)| (b, p2[ups as usize])).collect();
+    let (p1, p2) = (
+        count_probabilities(model, n1),
+        count_probabilities(model, n2),
+    );
+    let mut second: Vec<(f64, f64)> = half_paths(model, n2)
+        .into_iter()
+        .map(|(b, _, ups)| (b, p2[ups as usize]))
+        .collect();
     second.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
     let call = model.option == OptionKind::Call;
     // cum_q[i], cum_m[i]: Σ P2 and Σ P2·b over the entries a call (suffix
@@ -122,7 +133,14 @@ mod tests {
     use crate::Spec;
 
     fn model(option: OptionKind, periods: u32, exercise: f64, down: f64, up: f64) -> Model {
-        Model::new(&Spec { option, periods, exercise, down, up, ..Spec::default() })
+        Model::new(&Spec {
+            option,
+            periods,
+            exercise,
+            down,
+            up,
+            ..Spec::default()
+        })
     }
 
     #[test]
@@ -135,10 +153,20 @@ mod tests {
     #[test]
     fn enumeration_and_meet_in_the_middle_agree() {
         for option in [OptionKind::Call, OptionKind::Put] {
-            for (n, k, d, u) in [(1, 30.0, 0.8, 1.4), (2, 31.0, 0.8, 1.4), (7, 10.0, 0.5, 1.1), (15, 60.0, 0.9, 1.3), (20, 30.0, 0.8, 1.4), (18, 29.0, 1.0, 1.0801)] {
+            for (n, k, d, u) in [
+                (1, 30.0, 0.8, 1.4),
+                (2, 31.0, 0.8, 1.4),
+                (7, 10.0, 0.5, 1.1),
+                (15, 60.0, 0.9, 1.3),
+                (20, 30.0, 0.8, 1.4),
+                (18, 29.0, 1.0, 1.0801),
+            ] {
                 let m = model(option, n, k, d, u);
                 let (e, mitm) = (enumerate(&m) * m.scale, meet_in_the_middle(&m) * m.scale);
-                assert!((e - mitm).abs() < 1e-10, "{option:?} n={n} K={k}: {e} vs {mitm}");
+                assert!(
+                    (e - mitm).abs() < 1e-10,
+                    "{option:?} n={n} K={k}: {e} vs {mitm}"
+                );
             }
         }
     }
@@ -151,7 +179,10 @@ mod tests {
             let lhs = (meet_in_the_middle(&call) - meet_in_the_middle(&put)) * call.scale;
             // (E[A] − K)/R^n with S0 = 30.
             let rhs = (call.mean_sum - call.strike_sum) * call.scale;
-            assert!((lhs - rhs).abs() < 1e-10 * rhs.abs().max(1.0), "n={n}: {lhs} vs {rhs}");
+            assert!(
+                (lhs - rhs).abs() < 1e-10 * rhs.abs().max(1.0),
+                "n={n}: {lhs} vs {rhs}"
+            );
         }
     }
 }

@@ -87,7 +87,7 @@ impl ExactSum {
             let (s2, c2) = s1.overflowing_add(u64::from(carry));
             *slot = s2;
             carry = c1 || c2;
-            if !carry && i >= limb + 1 {
+            if !carry && i > limb {
                 break;
             }
         }
@@ -96,12 +96,16 @@ impl ExactSum {
     fn sub_at(&mut self, limb: usize, subtrahend: [u64; 2]) {
         let mut borrow = false;
         for (i, slot) in self.limbs.iter_mut().enumerate().skip(limb) {
-            let b = if i - limb < 2 { subtrahend[i - limb] } else { 0 };
+            let b = if i - limb < 2 {
+                subtrahend[i - limb]
+            } else {
+                0
+            };
             let (s1, c1) = slot.overflowing_sub(b);
             let (s2, c2) = s1.overflowing_sub(u64::from(borrow));
             *slot = s2;
             borrow = c1 || c2;
-            if !borrow && i >= limb + 1 {
+            if !borrow && i > limb {
                 break;
             }
         }
@@ -132,7 +136,11 @@ impl ExactSum {
         let top = mag.iter().rposition(|&l| l != 0).unwrap_or(0);
         // Tiny sums are formed scaled up by 2^128 so that the lowest limbs
         // (weights below the smallest subnormal) still count, then scaled down.
-        let scale = if 64 * (top as i32) + LOW_EXP < 0 { 128 } else { 0 };
+        let scale = if 64 * (top as i32) + LOW_EXP < 0 {
+            128
+        } else {
+            0
+        };
         let mut value = 0.0f64;
         for (i, &limb) in mag.iter().enumerate().rev() {
             if limb != 0 {
@@ -263,7 +271,15 @@ mod tests {
 
     #[test]
     fn extremes_round_trip() {
-        for v in [f64::MAX, -f64::MAX, f64::MIN_POSITIVE, 5e-324, -5e-324, 1.0, -2.5] {
+        for v in [
+            f64::MAX,
+            -f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            -5e-324,
+            1.0,
+            -2.5,
+        ] {
             let s = sum_of(&[v]);
             assert_eq!(s.to_f64(), v);
             let text = serde_json::to_string(&s).unwrap();

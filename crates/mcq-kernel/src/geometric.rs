@@ -88,17 +88,33 @@ mod tests {
 
     #[test]
     fn dynamic_programme_matches_enumeration() {
-        for (option, n, exercise) in [(OptionKind::Call, 12, 30.0), (OptionKind::Put, 9, 35.0), (OptionKind::Call, 1, 20.0)] {
-            let model = Model::new(&Spec { option, periods: n, exercise, ..Spec::default() });
+        for (option, n, exercise) in [
+            (OptionKind::Call, 12, 30.0),
+            (OptionKind::Put, 9, 35.0),
+            (OptionKind::Call, 1, 20.0),
+        ] {
+            let model = Model::new(&Spec {
+                option,
+                periods: n,
+                exercise,
+                ..Spec::default()
+            });
             let control = GeometricControl::new(&model);
             let (dp, brute) = (control.mean(&model), brute_force(&model, &control));
-            assert!((dp - brute).abs() < 1e-12 * brute.max(1.0), "{dp} vs {brute}");
+            assert!(
+                (dp - brute).abs() < 1e-12 * brute.max(1.0),
+                "{dp} vs {brute}"
+            );
         }
     }
 
     #[test]
     fn table_is_the_geometric_average() {
-        let model = Model::new(&Spec { periods: 4, exercise: 0.0, ..Spec::default() });
+        let model = Model::new(&Spec {
+            periods: 4,
+            exercise: 0.0,
+            ..Spec::default()
+        });
         let control = GeometricControl::new(&model);
         // All up: prices 1, u, .., u^4; W = 1+2+3+4 = 10.
         let g = (1.4f64 * 1.4f64.powi(2) * 1.4f64.powi(3) * 1.4f64.powi(4)).powf(1.0 / 5.0);

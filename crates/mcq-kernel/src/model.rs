@@ -108,11 +108,20 @@ mod tests {
     fn mean_of_the_average_matches_the_closed_form() {
         // E[A] = S0 (R^(n+1) - 1) / ((n + 1)(R - 1)).
         for (r, n) in [(1.08, 20u32), (1.001, 40), (0.97, 7), (1.3, 1)] {
-            let spec = Spec { interest: r, down: r - 0.5 * r, up: 2.0 * r, periods: n, ..Spec::default() };
+            let spec = Spec {
+                interest: r,
+                down: r - 0.5 * r,
+                up: 2.0 * r,
+                periods: n,
+                ..Spec::default()
+            };
             let model = Model::new(&spec);
             let closed = (r.powi(n as i32 + 1) - 1.0) / (f64::from(n + 1) * (r - 1.0));
             let mean_average = model.mean_sum / f64::from(n + 1);
-            assert!((mean_average - closed).abs() < 1e-12 * closed, "{r} {n}: {mean_average} vs {closed}");
+            assert!(
+                (mean_average - closed).abs() < 1e-12 * closed,
+                "{r} {n}: {mean_average} vs {closed}"
+            );
         }
     }
 }

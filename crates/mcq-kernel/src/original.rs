@@ -31,7 +31,11 @@ impl NetRandom {
     /// The generator `new Random(seed)` would create.
     pub fn new(seed: i32) -> Self {
         let mut state = [0i32; 56];
-        let subtraction = if seed == i32::MIN { i32::MAX } else { seed.abs() };
+        let subtraction = if seed == i32::MIN {
+            i32::MAX
+        } else {
+            seed.abs()
+        };
         let mut mj = Self::MSEED - subtraction;
         state[55] = mj;
         let mut mk = 1i32;
@@ -52,12 +56,20 @@ impl NetRandom {
                 }
             }
         }
-        Self { state, next: 0, next_p: 21 }
+        Self {
+            state,
+            next: 0,
+            next_p: 21,
+        }
     }
 
     fn sample(&mut self) -> i32 {
         self.next = if self.next >= 55 { 1 } else { self.next + 1 };
-        self.next_p = if self.next_p >= 55 { 1 } else { self.next_p + 1 };
+        self.next_p = if self.next_p >= 55 {
+            1
+        } else {
+            self.next_p + 1
+        };
         let mut value = self.state[self.next] - self.state[self.next_p];
         if value == Self::MBIG {
             value -= 1;
@@ -91,7 +103,9 @@ impl Xoshiro256 {
             z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
             crate::rng::mix64(z)
         };
-        Self { s: [next(), next(), next(), next()] }
+        Self {
+            s: [next(), next(), next(), next()],
+        }
     }
 
     /// The next 64 random bits.
@@ -107,7 +121,6 @@ impl Xoshiro256 {
         s[3] = s[3].rotate_left(45);
         result
     }
-
 }
 
 impl Uniform for Xoshiro256 {
@@ -120,7 +133,10 @@ impl Uniform for Xoshiro256 {
 /// The original loop with .NET's generator, seeded like `new Random(seed)`.
 /// Not generic on purpose: it is compiled here, with the kernel's
 /// optimisation level, whoever calls it.
-#[expect(clippy::too_many_arguments, reason = "mirrors the original sample's signature")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors the original sample's signature"
+)]
 pub fn original_price_net(
     initial: f64,
     exercise: f64,
@@ -132,11 +148,16 @@ pub fn original_price_net(
     call: bool,
     rng: &mut NetRandom,
 ) -> f64 {
-    original_price(initial, exercise, up, down, interest, periods, runs, call, rng)
+    original_price(
+        initial, exercise, up, down, interest, periods, runs, call, rng,
+    )
 }
 
 /// The original loop with xoshiro256++ (see [`original_price_net`]).
-#[expect(clippy::too_many_arguments, reason = "mirrors the original sample's signature")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors the original sample's signature"
+)]
 pub fn original_price_xoshiro(
     initial: f64,
     exercise: f64,
@@ -148,13 +169,18 @@ pub fn original_price_xoshiro(
     call: bool,
     rng: &mut Xoshiro256,
 ) -> f64 {
-    original_price(initial, exercise, up, down, interest, periods, runs, call, rng)
+    original_price(
+        initial, exercise, up, down, interest, periods, runs, call, rng,
+    )
 }
 
 /// The original estimator: `runs` paths, one uniform per step, a branch on
 /// it, the average including the start, the mean payoff discounted.
 /// Returns the price (no error estimate, as in the original).
-#[expect(clippy::too_many_arguments, reason = "mirrors the original sample's signature")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors the original sample's signature"
+)]
 fn original_price(
     initial: f64,
     exercise: f64,
@@ -180,7 +206,11 @@ fn original_price(
             sum += price;
         }
         let average = sum / f64::from(periods + 1);
-        total += if call { (average - exercise).max(0.0) } else { (exercise - average).max(0.0) };
+        total += if call {
+            (average - exercise).max(0.0)
+        } else {
+            (exercise - average).max(0.0)
+        };
     }
     total / runs as f64 / interest.powi(periods as i32)
 }
@@ -193,9 +223,32 @@ mod tests {
     fn both_generators_give_the_right_price_roughly() {
         // 20k paths: standard error about 0.0165 * sqrt(50) = 0.12.
         let exact = 9.530286028882;
-        let a = original_price_net(30.0, 30.0, 1.4, 0.8, 1.08, 20, 20_000, true, &mut NetRandom::new(1));
-        let b = original_price_xoshiro(30.0, 30.0, 1.4, 0.8, 1.08, 20, 20_000, true, &mut Xoshiro256::new(1));
-        assert!((a - exact).abs() < 0.5 && (b - exact).abs() < 0.5, "{a} {b}");
+        let a = original_price_net(
+            30.0,
+            30.0,
+            1.4,
+            0.8,
+            1.08,
+            20,
+            20_000,
+            true,
+            &mut NetRandom::new(1),
+        );
+        let b = original_price_xoshiro(
+            30.0,
+            30.0,
+            1.4,
+            0.8,
+            1.08,
+            20,
+            20_000,
+            true,
+            &mut Xoshiro256::new(1),
+        );
+        assert!(
+            (a - exact).abs() < 0.5 && (b - exact).abs() < 0.5,
+            "{a} {b}"
+        );
     }
 
     #[test]

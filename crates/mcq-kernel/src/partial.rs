@@ -64,8 +64,15 @@ impl Partial {
 
     /// The partial of one chunk.
     pub(crate) fn from_chunk(paths: u64, samples: u64, sums: &ChunkSums) -> Self {
-        let mut partial = Partial { paths, samples, chunks: 1, ..Partial::default() };
-        let values = [sums.y, sums.yy, sums.a, sums.aa, sums.ya, sums.g, sums.gg, sums.yg, sums.pp];
+        let mut partial = Partial {
+            paths,
+            samples,
+            chunks: 1,
+            ..Partial::default()
+        };
+        let values = [
+            sums.y, sums.yy, sums.a, sums.aa, sums.ya, sums.g, sums.gg, sums.yg, sums.pp,
+        ];
         for (acc, value) in partial.sums_mut().into_iter().zip(values) {
             acc.add_f64(value);
         }
@@ -74,11 +81,26 @@ impl Partial {
 
     pub(crate) fn moments(&self) -> Moments {
         let [y, yy, a, aa, ya, g, gg, yg, pp] = self.sums().map(ExactSum::to_f64);
-        Moments { samples: self.samples as f64, sums: ChunkSums { y, yy, a, aa, ya, g, gg, yg, pp } }
+        Moments {
+            samples: self.samples as f64,
+            sums: ChunkSums {
+                y,
+                yy,
+                a,
+                aa,
+                ya,
+                g,
+                gg,
+                yg,
+                pp,
+            },
+        }
     }
 
     fn sums(&self) -> [&ExactSum; 9] {
-        [&self.y, &self.yy, &self.a, &self.aa, &self.ya, &self.g, &self.gg, &self.yg, &self.pp]
+        [
+            &self.y, &self.yy, &self.a, &self.aa, &self.ya, &self.g, &self.gg, &self.yg, &self.pp,
+        ]
     }
 
     fn sums_mut(&mut self) -> [&mut ExactSum; 9] {

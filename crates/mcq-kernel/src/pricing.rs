@@ -105,7 +105,8 @@ impl ValidSpec {
         match self.chunk_count() {
             Some(_) => {
                 let runs = self.spec.runs.unwrap_or(0);
-                runs.saturating_sub(chunk.saturating_mul(CHUNK_PATHS)).min(CHUNK_PATHS)
+                runs.saturating_sub(chunk.saturating_mul(CHUNK_PATHS))
+                    .min(CHUNK_PATHS)
             }
             None if self.spec.method == Method::Mc => CHUNK_PATHS,
             None => 0,
@@ -123,7 +124,11 @@ impl ValidSpec {
         let sums = match self.sampler {
             Sampler::Antithetic => {
                 let pairs = paths.div_ceil(2);
-                return Partial::from_chunk(2 * pairs, pairs, &antithetic_pairs(model, stream, pairs));
+                return Partial::from_chunk(
+                    2 * pairs,
+                    pairs,
+                    &antithetic_pairs(model, stream, pairs),
+                );
             }
             Sampler::Plain => block_paths::<false, false>(model, plan, geo, stream, paths),
             Sampler::Arithmetic => block_paths::<true, false>(model, plan, geo, stream, paths),
@@ -136,7 +141,11 @@ impl ValidSpec {
     /// Simulates chunks `chunks` on the calling thread, checking `cancel`
     /// between chunks. Chunks past the end of a fixed-`runs` spec, and any
     /// chunk of an `exact` spec, contribute nothing.
-    pub fn run_chunks(&self, chunks: Range<u64>, cancel: &AtomicBool) -> Result<Partial, Cancelled> {
+    pub fn run_chunks(
+        &self,
+        chunks: Range<u64>,
+        cancel: &AtomicBool,
+    ) -> Result<Partial, Cancelled> {
         let mut total = Partial::default();
         for chunk in chunks {
             if cancel.load(Ordering::Relaxed) {
@@ -165,18 +174,28 @@ impl ValidSpec {
             Sampler::Plain => estimate::plain(&moments),
             Sampler::Antithetic => estimate::antithetic(&moments),
             Sampler::Arithmetic => estimate::control(&moments, VarianceReduction::Arithmetic, 0.0),
-            Sampler::Geometric => {
-                estimate::control(&moments, VarianceReduction::Geometric, self.geometric_mean())
-            }
+            Sampler::Geometric => estimate::control(
+                &moments,
+                VarianceReduction::Geometric,
+                self.geometric_mean(),
+            ),
             Sampler::Both => estimate::best_control(&moments, Some(self.geometric_mean())),
         }
     }
 
     fn geometric_mean(&self) -> f64 {
-        *self.geometric_mean.get_or_init(|| self.geometric.as_ref().map_or(0.0, |g| g.mean(&self.model)))
+        *self
+            .geometric_mean
+            .get_or_init(|| self.geometric.as_ref().map_or(0.0, |g| g.mean(&self.model)))
     }
 
-    fn result(&self, partial: &Partial, estimate: &Estimate, elapsed_ms: f64, max_paths_reached: bool) -> PriceResult {
+    fn result(
+        &self,
+        partial: &Partial,
+        estimate: &Estimate,
+        elapsed_ms: f64,
+        max_paths_reached: bool,
+    ) -> PriceResult {
         let price = self.model.scale * estimate.mean;
         let std_error = self.model.scale * estimate.variance.sqrt();
         PriceResult {
@@ -219,7 +238,8 @@ impl ValidSpec {
             result.elapsed_ms += elapsed_ms;
             return result;
         }
-        let max_reached = self.chunk_count().is_none() && partial.paths >= max_tolerance_chunks() * CHUNK_PATHS;
+        let max_reached =
+            self.chunk_count().is_none() && partial.paths >= max_tolerance_chunks() * CHUNK_PATHS;
         self.result(partial, &self.estimate(partial), elapsed_ms, max_reached)
     }
 
@@ -242,7 +262,11 @@ impl ValidSpec {
     /// each next total is projected from the standard error so far (at least
     /// 1.25× and at most 16× the chunks done). The projection depends only
     /// on the sums, so a seed always gives the same rounds and result.
-    fn price_to_target(&self, cancel: &AtomicBool, started: Instant) -> Result<PriceResult, Cancelled> {
+    fn price_to_target(
+        &self,
+        cancel: &AtomicBool,
+        started: Instant,
+    ) -> Result<PriceResult, Cancelled> {
         let target = self.spec.target_std_error.unwrap_or(f64::INFINITY);
         let max_chunks = max_tolerance_chunks();
         let mut partial = Partial::default();
@@ -262,7 +286,9 @@ impl ValidSpec {
             let ratio = std_error / target;
             // An f64 → u64 cast saturates, so a huge projection is safe.
             let wanted = (done as f64 * ratio * ratio * 1.1).ceil() as u64;
-            next = wanted.clamp(done + done.div_ceil(4), done.saturating_mul(16)).min(max_chunks);
+            next = wanted
+                .clamp(done + done.div_ceil(4), done.saturating_mul(16))
+                .min(max_chunks);
         }
     }
 }

@@ -35,7 +35,9 @@ impl Stream {
     /// The stream of chunk `chunk` under `seed`.
     pub(crate) fn new(seed: u64, chunk: u64) -> Self {
         let start = chunk.wrapping_mul(DRAWS_PER_CHUNK);
-        Self { base: mix64(seed).wrapping_add(start.wrapping_mul(WY_GAMMA)) }
+        Self {
+            base: mix64(seed).wrapping_add(start.wrapping_mul(WY_GAMMA)),
+        }
     }
 
     /// Draw number `index` of this stream: 64 uniformly distributed bits.
@@ -48,7 +50,8 @@ impl Stream {
     /// [`STATE_STEP`], which lets loops walk a stream without multiplying.
     #[inline(always)]
     pub(crate) fn state(self, index: u64) -> u64 {
-        self.base.wrapping_add(index.wrapping_add(1).wrapping_mul(WY_GAMMA))
+        self.base
+            .wrapping_add(index.wrapping_add(1).wrapping_mul(WY_GAMMA))
     }
 }
 
@@ -62,8 +65,7 @@ pub(crate) fn output(state: u64) -> u64 {
     (t as u64) ^ ((t >> 64) as u64)
 }
 
-impl Stream {
-}
+impl Stream {}
 
 /// A seed for a request that gave none: std's randomly keyed hasher mixed
 /// with the clock, so two requests in the same instant still differ.

@@ -117,6 +117,10 @@ impl ChunkSums {
 /// Path j reads draws j·B .. j·B + B of the stream (B blocks per path);
 /// lane l sums paths l, l + LANES, …, and the lanes are added in order, so
 /// the chunk's sums are a fixed function of the chunk.
+#[expect(
+    clippy::needless_range_loop,
+    reason = "`l` indexes three parallel per-lane arrays; an iterator chain over them reads worse"
+)]
 pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
     model: &Model,
     plan: &BlockPlan,
@@ -134,7 +138,11 @@ pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
         let mut lanes = Lanes::start(stream, first, blocks);
         lanes.walk::<GEO>(plan);
         for l in 0..live {
-            let g = if GEO { geo.get(lanes.weight[l] as usize).copied().unwrap_or(0.0) } else { 0.0 };
+            let g = if GEO {
+                geo.get(lanes.weight[l] as usize).copied().unwrap_or(0.0)
+            } else {
+                0.0
+            };
             lanes_sums[l].add_path::<ARITH, GEO>(model, lanes.sum[l], g);
         }
         first += LANES as u64;
@@ -166,7 +174,11 @@ pub(crate) fn antithetic_pairs(model: &Model, stream: Stream, pairs: u64) -> Chu
     // conditional move for float registers, so a float select branches).
     let (up, down) = (up.to_bits(), down.to_bits());
     let step = |x: u32, spot: &mut f64, sum: &mut f64| {
-        *spot *= f64::from_bits(std::hint::select_unpredictable(u64::from(x) < threshold, up, down));
+        *spot *= f64::from_bits(std::hint::select_unpredictable(
+            u64::from(x) < threshold,
+            up,
+            down,
+        ));
         *sum += *spot;
     };
     for _ in 0..pairs {

@@ -43,7 +43,11 @@ impl Spec {
         if finite && errors.is_empty() {
             check_magnitudes(self, &mut errors);
         }
-        if errors.is_empty() { Ok(ValidSpec::new(self)) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok(ValidSpec::new(self))
+        } else {
+            Err(errors)
+        }
     }
 }
 
@@ -59,10 +63,16 @@ fn check_model(spec: &Spec, finite: bool, errors: &mut Vec<SpecError>) {
         errors.push(SpecError::DownNotPositive(spec.down));
     }
     if finite && spec.down >= spec.interest {
-        errors.push(SpecError::DownNotBelowInterest { down: spec.down, interest: spec.interest });
+        errors.push(SpecError::DownNotBelowInterest {
+            down: spec.down,
+            interest: spec.interest,
+        });
     }
     if finite && spec.up <= spec.interest {
-        errors.push(SpecError::UpNotAboveInterest { up: spec.up, interest: spec.interest });
+        errors.push(SpecError::UpNotAboveInterest {
+            up: spec.up,
+            interest: spec.interest,
+        });
     }
 }
 
@@ -86,7 +96,11 @@ fn check_size(spec: &Spec, errors: &mut Vec<SpecError>) {
         _ => {}
     }
     if let Some(runs) = spec.runs {
-        let min = if spec.variance_reduction == VarianceReduction::Antithetic { 2 * MIN_RUNS } else { MIN_RUNS };
+        let min = if spec.variance_reduction == VarianceReduction::Antithetic {
+            2 * MIN_RUNS
+        } else {
+            MIN_RUNS
+        };
         if runs < min {
             errors.push(SpecError::RunsTooFew { min, got: runs });
         } else if runs > MAX_RUNS {
@@ -113,14 +127,14 @@ fn check_magnitudes(spec: &Spec, errors: &mut Vec<SpecError>) {
         errors.push(SpecError::DiscountTooLarge(growth));
     }
     let ratio = spec.exercise / spec.initial;
-    if !(ratio <= MAX_PATH_VALUE) {
+    if ratio.is_nan() || ratio > MAX_PATH_VALUE {
         errors.push(SpecError::StrikeRatioTooLarge(ratio));
     }
     if errors.is_empty() {
         // Largest payoff in price units, with room for squares of
         // sums over a chunk to be formed in normalised units.
         let bound = spec.initial * top.max(1.0).max(ratio) * f64::from(n + 1) / growth.min(1.0);
-        if !(bound <= 1e290) {
+        if bound.is_nan() || bound > 1e290 {
             errors.push(SpecError::PriceOverflow(bound));
         }
     }

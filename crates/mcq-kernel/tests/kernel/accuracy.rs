@@ -24,13 +24,29 @@ const CASES: &[(OptionKind, u32, f64, f64, f64, f64, f64)] = &[
 
 fn spec(case: &(OptionKind, u32, f64, f64, f64, f64, f64)) -> Spec {
     let &(option, periods, initial, exercise, up, down, interest) = case;
-    Spec { option, periods, initial, exercise, up, down, interest, ..Spec::default() }
+    Spec {
+        option,
+        periods,
+        initial,
+        exercise,
+        up,
+        down,
+        interest,
+        ..Spec::default()
+    }
 }
 
 #[test]
 fn default_exact_call_is_the_known_price() {
-    let result = price(Spec { method: Method::Exact, ..Spec::default() });
-    assert!((result.price - 9.530286028882).abs() < 1e-11, "{}", result.price);
+    let result = price(Spec {
+        method: Method::Exact,
+        ..Spec::default()
+    });
+    assert!(
+        (result.price - 9.530286028882).abs() < 1e-11,
+        "{}",
+        result.price
+    );
     assert_eq!(result.paths, 1 << 20);
     assert_eq!(result.std_error, 0.0);
 }
@@ -45,10 +61,19 @@ fn monte_carlo_is_within_four_standard_errors_of_exact() {
         VarianceReduction::Auto,
     ];
     for (i, case) in CASES.iter().enumerate() {
-        let exact = price(Spec { method: Method::Exact, ..spec(case) }).price;
+        let exact = price(Spec {
+            method: Method::Exact,
+            ..spec(case)
+        })
+        .price;
         for (j, vr) in methods.into_iter().enumerate() {
             let seed = (i * 10 + j) as u64;
-            let mc = price(Spec { runs: Some(150_000), seed: Some(seed), variance_reduction: vr, ..spec(case) });
+            let mc = price(Spec {
+                runs: Some(150_000),
+                seed: Some(seed),
+                variance_reduction: vr,
+                ..spec(case)
+            });
             // Plus the documented bias of 32-bit probability resolution (~1e-8
             // relative), visible when a control makes the error tiny.
             let tolerance = 4.0 * mc.std_error + 1e-7 * exact.abs().max(1.0);
@@ -66,8 +91,18 @@ fn monte_carlo_is_within_four_standard_errors_of_exact() {
 #[test]
 fn put_call_parity_holds_for_exact_prices() {
     for case in CASES {
-        let call = price(Spec { method: Method::Exact, option: OptionKind::Call, ..spec(case) }).price;
-        let put = price(Spec { method: Method::Exact, option: OptionKind::Put, ..spec(case) }).price;
+        let call = price(Spec {
+            method: Method::Exact,
+            option: OptionKind::Call,
+            ..spec(case)
+        })
+        .price;
+        let put = price(Spec {
+            method: Method::Exact,
+            option: OptionKind::Put,
+            ..spec(case)
+        })
+        .price;
         let s = spec(case);
         let n = s.periods as i32;
         let r = s.interest;
@@ -78,13 +113,23 @@ fn put_call_parity_holds_for_exact_prices() {
             s.initial * (r.powi(n + 1) - 1.0) / (f64::from(n + 1) * (r - 1.0))
         };
         let parity = (mean_average - s.exercise) / r.powi(n);
-        assert!((call - put - parity).abs() < 1e-10 * parity.abs().max(1.0), "{case:?}: {call} - {put} vs {parity}");
+        assert!(
+            (call - put - parity).abs() < 1e-10 * parity.abs().max(1.0),
+            "{case:?}: {call} - {put} vs {parity}"
+        );
     }
 }
 
 #[test]
 fn control_variates_cut_the_variance_at_the_defaults() {
-    let run = |vr| price(Spec { runs: Some(200_000), seed: Some(1), variance_reduction: vr, ..Spec::default() });
+    let run = |vr| {
+        price(Spec {
+            runs: Some(200_000),
+            seed: Some(1),
+            variance_reduction: vr,
+            ..Spec::default()
+        })
+    };
     let plain = run(VarianceReduction::None);
     let arithmetic = run(VarianceReduction::Arithmetic);
     let auto = run(VarianceReduction::Auto);
@@ -93,14 +138,27 @@ fn control_variates_cut_the_variance_at_the_defaults() {
     // About 250× at the defaults; the reported factor matches the errors.
     assert!(factor > 100.0, "arithmetic control factor {factor}");
     let observed = (plain.std_error / arithmetic.std_error).powi(2);
-    assert!((observed / factor - 1.0).abs() < 0.1, "{observed} vs {factor}");
+    assert!(
+        (observed / factor - 1.0).abs() < 0.1,
+        "{observed} vs {factor}"
+    );
     assert_ne!(auto.variance_reduction, VarianceReduction::Auto);
-    assert!(auto.std_error <= arithmetic.std_error.max(run(VarianceReduction::Geometric).std_error));
+    assert!(
+        auto.std_error
+            <= arithmetic
+                .std_error
+                .max(run(VarianceReduction::Geometric).std_error)
+    );
 }
 
 #[test]
 fn target_standard_error_mode_reaches_the_target_or_says_so() {
-    let result = price(Spec { runs: None, target_std_error: Some(2e-3), seed: Some(3), ..Spec::default() });
+    let result = price(Spec {
+        runs: None,
+        target_std_error: Some(2e-3),
+        seed: Some(3),
+        ..Spec::default()
+    });
     assert!(result.std_error <= 2e-3, "{result:?}");
     assert!(!result.max_paths_reached);
     assert!((result.price - 9.530286028882).abs() < 4.0 * result.std_error);

@@ -14,7 +14,8 @@ fn running() -> AtomicBool {
 }
 
 fn valid(spec: Spec) -> ValidSpec {
-    spec.validate().unwrap_or_else(|errors| panic!("{spec:?} rejected: {errors:?}"))
+    spec.validate()
+        .unwrap_or_else(|errors| panic!("{spec:?} rejected: {errors:?}"))
 }
 
 fn price(spec: Spec) -> PriceResult {

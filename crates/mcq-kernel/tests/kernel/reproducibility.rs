@@ -5,7 +5,10 @@ use mcq_kernel::{CHUNK_PATHS, Partial, PriceResult, Spec, VarianceReduction};
 use super::{running, valid};
 
 fn on_threads(threads: usize, spec: &Spec) -> PriceResult {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("pool");
     let v = valid(spec.clone());
     pool.install(|| v.price(&running()).expect("not cancelled"))
 }
@@ -14,33 +17,58 @@ fn same_bits(a: &PriceResult, b: &PriceResult) {
     assert_eq!(a.price.to_bits(), b.price.to_bits(), "{a:?} vs {b:?}");
     assert_eq!(a.std_error.to_bits(), b.std_error.to_bits());
     assert_eq!(a.paths, b.paths);
-    assert_eq!(a.variance_reduction_factor.map(f64::to_bits), b.variance_reduction_factor.map(f64::to_bits));
+    assert_eq!(
+        a.variance_reduction_factor.map(f64::to_bits),
+        b.variance_reduction_factor.map(f64::to_bits)
+    );
 }
 
 #[test]
 fn identical_on_one_two_and_eight_threads() {
-    for vr in [VarianceReduction::None, VarianceReduction::Antithetic, VarianceReduction::Auto] {
-        let spec = Spec { runs: Some(10 * CHUNK_PATHS + 123), seed: Some(42), variance_reduction: vr, ..Spec::default() };
+    for vr in [
+        VarianceReduction::None,
+        VarianceReduction::Antithetic,
+        VarianceReduction::Auto,
+    ] {
+        let spec = Spec {
+            runs: Some(10 * CHUNK_PATHS + 123),
+            seed: Some(42),
+            variance_reduction: vr,
+            ..Spec::default()
+        };
         let one = on_threads(1, &spec);
         same_bits(&one, &on_threads(2, &spec));
         same_bits(&one, &on_threads(8, &spec));
     }
-    let target = Spec { runs: None, target_std_error: Some(5e-3), seed: Some(9), ..Spec::default() };
+    let target = Spec {
+        runs: None,
+        target_std_error: Some(5e-3),
+        seed: Some(9),
+        ..Spec::default()
+    };
     same_bits(&on_threads(1, &target), &on_threads(8, &target));
 }
 
 #[test]
 fn any_chunking_and_merge_order_gives_the_same_bits() {
-    let spec = valid(Spec { runs: Some(9 * CHUNK_PATHS - 7), seed: Some(7), ..Spec::default() });
+    let spec = valid(Spec {
+        runs: Some(9 * CHUNK_PATHS - 7),
+        seed: Some(7),
+        ..Spec::default()
+    });
     let n = spec.chunk_count().unwrap();
     assert_eq!(n, 9);
     let whole = spec.run_chunks(0..n, &running()).unwrap();
     for cuts in [vec![0, 1, 9], vec![0, 4, 5, 9], vec![0, 2, 3, 6, 8, 9]] {
-        let parts: Vec<Partial> =
-            cuts.windows(2).map(|w| spec.run_chunks(w[0]..w[1], &running()).unwrap()).collect();
+        let parts: Vec<Partial> = cuts
+            .windows(2)
+            .map(|w| spec.run_chunks(w[0]..w[1], &running()).unwrap())
+            .collect();
         // Through JSON, as partials travel between workers and the database.
-        let parts: Vec<Partial> =
-            parts.iter().map(|p| serde_json::from_str(&serde_json::to_string(p).unwrap()).unwrap()).collect();
+        let parts: Vec<Partial> = parts
+            .iter()
+            .map(|p| serde_json::from_str(&serde_json::to_string(p).unwrap()).unwrap())
+            .collect();
         let mut reversed = Partial::default();
         for p in parts.iter().rev() {
             reversed.merge(p);
@@ -61,16 +89,31 @@ fn any_chunking_and_merge_order_gives_the_same_bits() {
 
 #[test]
 fn a_seed_is_drawn_and_reported_when_absent() {
-    let spec = valid(Spec { runs: Some(1000), seed: None, ..Spec::default() });
+    let spec = valid(Spec {
+        runs: Some(1000),
+        seed: None,
+        ..Spec::default()
+    });
     let seed = spec.spec().seed.expect("seed drawn");
-    let again = valid(Spec { runs: Some(1000), seed: Some(seed), ..Spec::default() });
-    same_bits(&spec.price(&running()).unwrap(), &again.price(&running()).unwrap());
+    let again = valid(Spec {
+        runs: Some(1000),
+        seed: Some(seed),
+        ..Spec::default()
+    });
+    same_bits(
+        &spec.price(&running()).unwrap(),
+        &again.price(&running()).unwrap(),
+    );
     assert_eq!(spec.price(&running()).unwrap().seed, Some(seed));
 }
 
 #[test]
 fn cancelling_stops_the_computation() {
-    let spec = valid(Spec { runs: Some(100 * CHUNK_PATHS), seed: Some(1), ..Spec::default() });
+    let spec = valid(Spec {
+        runs: Some(100 * CHUNK_PATHS),
+        seed: Some(1),
+        ..Spec::default()
+    });
     let cancel = std::sync::atomic::AtomicBool::new(true);
     assert!(spec.price(&cancel).is_err());
     assert!(spec.run_chunks(0..3, &cancel).is_err());

@@ -1,7 +1,10 @@
 //! Every problem is reported with the field to fix; no accepted input
 //! panics or produces NaN.
 
-use mcq_kernel::{MAX_EXACT_PERIODS, MAX_PERIODS, MAX_RUNS, Method, OptionKind, Spec, SpecError, VarianceReduction};
+use mcq_kernel::{
+    MAX_EXACT_PERIODS, MAX_PERIODS, MAX_RUNS, Method, OptionKind, Spec, SpecError,
+    VarianceReduction,
+};
 use proptest::prelude::*;
 
 use super::running;
@@ -14,46 +17,212 @@ fn fields(spec: Spec) -> Vec<&'static str> {
 }
 
 fn base() -> Spec {
-    Spec { runs: Some(1000), ..Spec::default() }
+    Spec {
+        runs: Some(1000),
+        ..Spec::default()
+    }
 }
 
 #[test]
 fn each_problem_names_its_field() {
-    assert_eq!(fields(Spec { initial: f64::NAN, ..base() }), ["initial"]);
-    assert_eq!(fields(Spec { up: f64::INFINITY, ..base() }), ["up"]);
-    assert_eq!(fields(Spec { initial: 0.0, ..base() }), ["initial"]);
-    assert_eq!(fields(Spec { exercise: -1.0, ..base() }), ["exercise"]);
-    assert_eq!(fields(Spec { down: 0.0, ..base() }), ["down"]);
-    assert_eq!(fields(Spec { down: 1.1, ..base() }), ["down"]);
+    assert_eq!(
+        fields(Spec {
+            initial: f64::NAN,
+            ..base()
+        }),
+        ["initial"]
+    );
+    assert_eq!(
+        fields(Spec {
+            up: f64::INFINITY,
+            ..base()
+        }),
+        ["up"]
+    );
+    assert_eq!(
+        fields(Spec {
+            initial: 0.0,
+            ..base()
+        }),
+        ["initial"]
+    );
+    assert_eq!(
+        fields(Spec {
+            exercise: -1.0,
+            ..base()
+        }),
+        ["exercise"]
+    );
+    assert_eq!(
+        fields(Spec {
+            down: 0.0,
+            ..base()
+        }),
+        ["down"]
+    );
+    assert_eq!(
+        fields(Spec {
+            down: 1.1,
+            ..base()
+        }),
+        ["down"]
+    );
     assert_eq!(fields(Spec { up: 1.08, ..base() }), ["up"]);
-    assert_eq!(fields(Spec { periods: 0, ..base() }), ["periods"]);
-    assert_eq!(fields(Spec { periods: MAX_PERIODS + 1, ..base() }), ["periods"]);
-    assert_eq!(fields(Spec { periods: MAX_EXACT_PERIODS + 1, method: Method::Exact, ..base() }), ["periods"]);
-    assert_eq!(fields(Spec { periods: 500, variance_reduction: VarianceReduction::Geometric, ..base() }), ["variance_reduction"]);
-    assert_eq!(fields(Spec { runs: Some(0), ..base() }), ["runs"]);
-    assert_eq!(fields(Spec { runs: Some(MAX_RUNS + 1), ..base() }), ["runs"]);
-    assert_eq!(fields(Spec { runs: Some(3), variance_reduction: VarianceReduction::Antithetic, ..base() }), ["runs"]);
-    assert_eq!(fields(Spec { target_std_error: Some(0.01), ..base() }), ["runs"]);
-    assert_eq!(fields(Spec { runs: None, ..base() }), ["runs"]);
-    assert_eq!(fields(Spec { runs: None, target_std_error: Some(-1.0), ..base() }), ["target_std_error"]);
-    assert_eq!(fields(Spec { runs: None, target_std_error: Some(f64::NAN), ..base() }), ["target_std_error"]);
-    assert_eq!(fields(Spec { up: 10.0, periods: 200, ..base() }), ["up"]);
-    assert_eq!(fields(Spec { down: 0.1, interest: 0.2, up: 1.0, periods: 1000, ..base() }), ["interest"]);
-    assert_eq!(fields(Spec { exercise: 1e300, initial: 1e-10, ..base() }), ["exercise"]);
-    assert_eq!(fields(Spec { initial: 1e300, ..base() }), ["initial"]);
+    assert_eq!(
+        fields(Spec {
+            periods: 0,
+            ..base()
+        }),
+        ["periods"]
+    );
+    assert_eq!(
+        fields(Spec {
+            periods: MAX_PERIODS + 1,
+            ..base()
+        }),
+        ["periods"]
+    );
+    assert_eq!(
+        fields(Spec {
+            periods: MAX_EXACT_PERIODS + 1,
+            method: Method::Exact,
+            ..base()
+        }),
+        ["periods"]
+    );
+    assert_eq!(
+        fields(Spec {
+            periods: 500,
+            variance_reduction: VarianceReduction::Geometric,
+            ..base()
+        }),
+        ["variance_reduction"]
+    );
+    assert_eq!(
+        fields(Spec {
+            runs: Some(0),
+            ..base()
+        }),
+        ["runs"]
+    );
+    assert_eq!(
+        fields(Spec {
+            runs: Some(MAX_RUNS + 1),
+            ..base()
+        }),
+        ["runs"]
+    );
+    assert_eq!(
+        fields(Spec {
+            runs: Some(3),
+            variance_reduction: VarianceReduction::Antithetic,
+            ..base()
+        }),
+        ["runs"]
+    );
+    assert_eq!(
+        fields(Spec {
+            target_std_error: Some(0.01),
+            ..base()
+        }),
+        ["runs"]
+    );
+    assert_eq!(
+        fields(Spec {
+            runs: None,
+            ..base()
+        }),
+        ["runs"]
+    );
+    assert_eq!(
+        fields(Spec {
+            runs: None,
+            target_std_error: Some(-1.0),
+            ..base()
+        }),
+        ["target_std_error"]
+    );
+    assert_eq!(
+        fields(Spec {
+            runs: None,
+            target_std_error: Some(f64::NAN),
+            ..base()
+        }),
+        ["target_std_error"]
+    );
+    assert_eq!(
+        fields(Spec {
+            up: 10.0,
+            periods: 200,
+            ..base()
+        }),
+        ["up"]
+    );
+    assert_eq!(
+        fields(Spec {
+            down: 0.1,
+            interest: 0.2,
+            up: 1.0,
+            periods: 1000,
+            ..base()
+        }),
+        ["interest"]
+    );
+    assert_eq!(
+        fields(Spec {
+            exercise: 1e300,
+            initial: 1e-10,
+            ..base()
+        }),
+        ["exercise"]
+    );
+    assert_eq!(
+        fields(Spec {
+            initial: 1e300,
+            ..base()
+        }),
+        ["initial"]
+    );
     // Several problems at once are all reported.
-    assert_eq!(fields(Spec { initial: -1.0, exercise: -1.0, periods: 0, ..base() }), ["initial", "exercise", "periods"]);
+    assert_eq!(
+        fields(Spec {
+            initial: -1.0,
+            exercise: -1.0,
+            periods: 0,
+            ..base()
+        }),
+        ["initial", "exercise", "periods"]
+    );
     // The sample's defaults, and exact without runs, are fine.
     assert!(fields(Spec::default().with_defaults()).is_empty());
-    assert!(fields(Spec { method: Method::Exact, ..Spec::default() }).is_empty());
+    assert!(
+        fields(Spec {
+            method: Method::Exact,
+            ..Spec::default()
+        })
+        .is_empty()
+    );
 }
 
 #[test]
 fn messages_say_what_to_fix() {
-    let errors = Spec { down: 1.1, ..base() }.validate().unwrap_err();
+    let errors = Spec {
+        down: 1.1,
+        ..base()
+    }
+    .validate()
+    .unwrap_err();
     let text = errors[0].to_string();
-    assert!(text.contains("down") && text.contains("below interest"), "{text}");
-    let errors = Spec { periods: 2000, ..base() }.validate().unwrap_err();
+    assert!(
+        text.contains("down") && text.contains("below interest"),
+        "{text}"
+    );
+    let errors = Spec {
+        periods: 2000,
+        ..base()
+    }
+    .validate()
+    .unwrap_err();
     assert!(errors[0].to_string().contains(&MAX_PERIODS.to_string()));
 }
 
@@ -69,7 +238,13 @@ fn any_float() -> impl Strategy<Value = f64> {
 
 fn any_spec() -> impl Strategy<Value = Spec> {
     (
-        (any_float(), any_float(), any_float(), any_float(), any_float()),
+        (
+            any_float(),
+            any_float(),
+            any_float(),
+            any_float(),
+            any_float(),
+        ),
         prop_oneof![4 => 0u32..45, 1 => 0u32..2000],
         prop_oneof![Just(None), (0u64..3000).prop_map(Some)],
         prop_oneof![3 => Just(None), 1 => any_float().prop_map(Some)],
@@ -78,26 +253,41 @@ fn any_spec() -> impl Strategy<Value = Spec> {
         0usize..5,
         any::<u64>(),
     )
-        .prop_map(|((initial, exercise, up, down, interest), periods, runs, target, put, exact, vr, seed)| Spec {
-            initial,
-            exercise,
-            up,
-            down,
-            interest,
-            periods,
-            runs,
-            target_std_error: target,
-            option: if put { OptionKind::Put } else { OptionKind::Call },
-            method: if exact { Method::Exact } else { Method::Mc },
-            seed: Some(seed),
-            variance_reduction: [
-                VarianceReduction::None,
-                VarianceReduction::Antithetic,
-                VarianceReduction::Arithmetic,
-                VarianceReduction::Geometric,
-                VarianceReduction::Auto,
-            ][vr],
-        })
+        .prop_map(
+            |(
+                (initial, exercise, up, down, interest),
+                periods,
+                runs,
+                target,
+                put,
+                exact,
+                vr,
+                seed,
+            )| Spec {
+                initial,
+                exercise,
+                up,
+                down,
+                interest,
+                periods,
+                runs,
+                target_std_error: target,
+                option: if put {
+                    OptionKind::Put
+                } else {
+                    OptionKind::Call
+                },
+                method: if exact { Method::Exact } else { Method::Mc },
+                seed: Some(seed),
+                variance_reduction: [
+                    VarianceReduction::None,
+                    VarianceReduction::Antithetic,
+                    VarianceReduction::Arithmetic,
+                    VarianceReduction::Geometric,
+                    VarianceReduction::Auto,
+                ][vr],
+            },
+        )
 }
 
 proptest! {

@@ -53,7 +53,13 @@ const KERNEL_ROWS: [(&str, VarianceReduction); 5] = [
 ];
 
 fn spec(periods: u32, runs: u64, vr: VarianceReduction) -> anyhow::Result<ValidSpec> {
-    let spec = Spec { periods, runs: Some(runs), seed: Some(1), variance_reduction: vr, ..Spec::default() };
+    let spec = Spec {
+        periods,
+        runs: Some(runs),
+        seed: Some(1),
+        variance_reduction: vr,
+        ..Spec::default()
+    };
     spec.validate().map_err(|errors| {
         let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
         anyhow::anyhow!("benchmark spec rejected: {}", text.join("; "))
@@ -75,7 +81,13 @@ enum Generator<'a> {
 }
 
 fn original(periods: u32, paths: u64, generator: Generator<'_>) -> f64 {
-    let (s, k, u, d, r) = (DEFAULT_INITIAL, DEFAULT_EXERCISE, DEFAULT_UP, DEFAULT_DOWN, DEFAULT_INTEREST);
+    let (s, k, u, d, r) = (
+        DEFAULT_INITIAL,
+        DEFAULT_EXERCISE,
+        DEFAULT_UP,
+        DEFAULT_DOWN,
+        DEFAULT_INTEREST,
+    );
     match generator {
         Generator::Net(rng) => original_price_net(s, k, u, d, r, periods, paths, true, rng),
         Generator::Xoshiro(rng) => original_price_xoshiro(s, k, u, d, r, periods, paths, true, rng),
@@ -99,7 +111,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     for _ in 0..args.repeats {
         let t = time(|| original(args.periods, original_paths, Generator::Net(&mut net)));
         best[0] = best[0].min(t * paths as f64 / original_paths as f64);
-        let t = time(|| original(args.periods, original_paths, Generator::Xoshiro(&mut xoshiro)));
+        let t = time(|| {
+            original(
+                args.periods,
+                original_paths,
+                Generator::Xoshiro(&mut xoshiro),
+            )
+        });
         best[1] = best[1].min(t * paths as f64 / original_paths as f64);
         for (i, valid) in specs.iter().enumerate() {
             let t = time(|| valid.run_chunks(0..chunks, &never));
@@ -108,11 +126,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let steps = paths as f64 * f64::from(args.periods);
     let ns: Vec<f64> = best.iter().map(|t| t * 1e9 / steps).collect();
-    let mut names = vec!["original loop, .NET System.Random (faithful)", "original loop, xoshiro256++"];
+    let mut names = vec![
+        "original loop, .NET System.Random (faithful)",
+        "original loop, xoshiro256++",
+    ];
     names.extend(KERNEL_ROWS.iter().map(|(name, _)| *name));
 
     let scaling = scaling(&args, paths)?;
-    let to_target = if args.target_std_error > 0.0 { to_target(&args)? } else { Vec::new() };
+    let to_target = if args.target_std_error > 0.0 {
+        to_target(&args)?
+    } else {
+        Vec::new()
+    };
 
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     if args.json {
@@ -133,7 +158,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "estimator": name, "target_std_error": args.target_std_error, "result": r,
             })).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).context("encoding the report")?
+        );
         return Ok(ExitCode::SUCCESS);
     }
     println!(
@@ -144,10 +172,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (name, t) in names.iter().zip(&ns) {
         println!("{name:<46} {t:>12.3} {:>12.1}×", ns[0] / t);
     }
-    println!("\nkernel plain vs the original loop: {:.1}× (target ≥ 20×)", ns[0] / ns[2]);
+    println!(
+        "\nkernel plain vs the original loop: {:.1}× (target ≥ 20×)",
+        ns[0] / ns[2]
+    );
     println!("\nthreads   ns/path-step (wall)   speedup   same bits as 1 thread");
     for s in &scaling {
-        println!("{:>7} {:>20.3} {:>9.2}× {:>10}", s.threads, s.ns, scaling[0].ns / s.ns, s.same_bits);
+        println!(
+            "{:>7} {:>20.3} {:>9.2}× {:>10}",
+            s.threads,
+            s.ns,
+            scaling[0].ns / s.ns,
+            s.same_bits
+        );
     }
     if !to_target.is_empty() {
         println!(
@@ -161,11 +198,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 r.paths,
                 r.elapsed_ms,
                 r.std_error,
-                if r.max_paths_reached { "  (path limit hit)" } else { "" }
+                if r.max_paths_reached {
+                    "  (path limit hit)"
+                } else {
+                    ""
+                }
             );
         }
         if let [(_, plain), (_, best)] = &to_target[..] {
-            println!("control variate speed-up: {:.0}×", plain.elapsed_ms / best.elapsed_ms);
+            println!(
+                "control variate speed-up: {:.0}×",
+                plain.elapsed_ms / best.elapsed_ms
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -181,14 +225,19 @@ struct Scaling {
 /// The plain estimator on 1..=N threads, 4× the single-thread paths so
 /// every thread gets several chunks.
 fn scaling(args: &Args, paths: u64) -> anyhow::Result<Vec<Scaling>> {
-    let max = args.max_threads.map_or_else(rayon::current_num_threads, usize::from);
+    let max = args
+        .max_threads
+        .map_or_else(rayon::current_num_threads, usize::from);
     let runs = 4 * paths;
     let valid = spec(args.periods, runs, VarianceReduction::None)?;
     let never = AtomicBool::new(false);
     let mut rows = Vec::new();
     let mut reference: Option<f64> = None;
     for threads in 1..=max {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().context("thread pool")?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .context("thread pool")?;
         let mut best = f64::INFINITY;
         let mut price = 0.0;
         for _ in 0..args.repeats.div_ceil(2) {
@@ -198,7 +247,11 @@ fn scaling(args: &Args, paths: u64) -> anyhow::Result<Vec<Scaling>> {
             price = result.price;
         }
         let same_bits = *reference.get_or_insert(price) == price;
-        rows.push(Scaling { threads, ns: best * 1e9 / (runs as f64 * f64::from(args.periods)), same_bits });
+        rows.push(Scaling {
+            threads,
+            ns: best * 1e9 / (runs as f64 * f64::from(args.periods)),
+            same_bits,
+        });
     }
     Ok(rows)
 }
@@ -207,7 +260,10 @@ fn scaling(args: &Args, paths: u64) -> anyhow::Result<Vec<Scaling>> {
 fn to_target(args: &Args) -> anyhow::Result<Vec<(&'static str, PriceResult)>> {
     let never = AtomicBool::new(false);
     let mut out = Vec::new();
-    for (name, vr) in [("plain", VarianceReduction::None), ("auto (best control)", VarianceReduction::Auto)] {
+    for (name, vr) in [
+        ("plain", VarianceReduction::None),
+        ("auto (best control)", VarianceReduction::Auto),
+    ] {
         let spec = Spec {
             runs: None,
             target_std_error: Some(args.target_std_error),
@@ -215,7 +271,9 @@ fn to_target(args: &Args) -> anyhow::Result<Vec<(&'static str, PriceResult)>> {
             variance_reduction: vr,
             ..Spec::default()
         };
-        let valid = spec.validate().map_err(|e| anyhow::anyhow!("target spec rejected: {e:?}"))?;
+        let valid = spec
+            .validate()
+            .map_err(|e| anyhow::anyhow!("target spec rejected: {e:?}"))?;
         out.push((name, valid.price(&never).context("cancelled")?));
     }
     Ok(out)

@@ -255,9 +255,10 @@ impl Fleet {
 
     fn kill_first(&mut self) -> anyhow::Result<()> {
         let mut victim = self.0.remove(0);
-        victim.kill().context("SIGKILL")?;
+        // Reap the child even when the kill fails (it may have exited already).
+        let killed = victim.kill();
         victim.wait().context("reaping the killed worker")?;
-        Ok(())
+        killed.context("SIGKILL")
     }
 
     /// SIGTERM to every worker, then wait for their exit.

@@ -140,7 +140,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         .install(|| valid.price(&never))
         .context("pricing was cancelled")?;
     if args.json {
-        println!("{}", serde_json::to_string(&result).context("encoding the result")?);
+        println!(
+            "{}",
+            serde_json::to_string(&result).context("encoding the result")?
+        );
     } else {
         print!("{}", human(&result, args.periods, threads));
     }
@@ -160,7 +163,10 @@ fn human(r: &PriceResult, periods: u32, threads: usize) -> String {
             out += &format!("paths        {} enumerated (meet in the middle)\n", r.paths);
         }
         Method::Mc => {
-            out += &format!("{kind} price   {:.6} ± {:.6} (standard error)\n", r.price, r.std_error);
+            out += &format!(
+                "{kind} price   {:.6} ± {:.6} (standard error)\n",
+                r.price, r.std_error
+            );
             out += &format!("95% interval [{:.6}, {:.6}]\n", r.ci95[0], r.ci95[1]);
             let seed = r.seed.map_or_else(String::new, |s| format!(", seed {s}"));
             out += &format!("paths        {}{seed}\n", r.paths);
@@ -171,12 +177,20 @@ fn human(r: &PriceResult, periods: u32, threads: usize) -> String {
                 .unwrap_or_default();
             out += &format!("variance     {vr} (variance cut {factor:.1}×)\n");
             if r.max_paths_reached {
-                out += "warning      stopped at the path limit before reaching --target-std-error\n";
+                out +=
+                    "warning      stopped at the path limit before reaching --target-std-error\n";
             }
         }
     }
     let steps = r.paths as f64 * f64::from(periods);
-    let rate = if r.elapsed_ms > 0.0 { steps / (r.elapsed_ms / 1e3) } else { 0.0 };
-    out += &format!("time         {:.3} ms on {threads} threads, {rate:.3e} path-steps/s\n", r.elapsed_ms);
+    let rate = if r.elapsed_ms > 0.0 {
+        steps / (r.elapsed_ms / 1e3)
+    } else {
+        0.0
+    };
+    out += &format!(
+        "time         {:.3} ms on {threads} threads, {rate:.3e} path-steps/s\n",
+        r.elapsed_ms
+    );
     out
 }

@@ -11,7 +11,9 @@ fn help_lists_every_subcommand() {
     let out = mcq().arg("--help").output().expect("run mcq --help");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["price", "serve", "worker", "migrate", "submit", "status", "demo", "bench"] {
+    for sub in [
+        "price", "serve", "worker", "migrate", "submit", "status", "demo", "bench",
+    ] {
         assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
     }
 }

@@ -34,7 +34,16 @@ fn json_has_the_result_keys_and_does_not_depend_on_threads() {
     let base = ["price", "--json", "--runs", "300000", "--seed", "5"];
     let one = json(&[&base[..], &["--threads", "1"]].concat());
     let two = json(&[&base[..], &["--threads", "2"]].concat());
-    for key in ["price", "std_error", "ci95", "paths", "seed", "method", "elapsed_ms", "variance_reduction"] {
+    for key in [
+        "price",
+        "std_error",
+        "ci95",
+        "paths",
+        "seed",
+        "method",
+        "elapsed_ms",
+        "variance_reduction",
+    ] {
         assert!(one.get(key).is_some(), "missing {key}: {one}");
     }
     assert_eq!(one["price"], two["price"]);
@@ -49,7 +58,16 @@ fn json_has_the_result_keys_and_does_not_depend_on_threads() {
 
 #[test]
 fn put_with_a_target_standard_error() {
-    let v = json(&["price", "--json", "--option", "put", "--target-std-error", "0.005", "--seed", "2"]);
+    let v = json(&[
+        "price",
+        "--json",
+        "--option",
+        "put",
+        "--target-std-error",
+        "0.005",
+        "--seed",
+        "2",
+    ]);
     assert!(v["std_error"].as_f64().unwrap() <= 0.005, "{v}");
     assert_eq!(v["option"], "put");
     assert_eq!(v["max_paths_reached"], false);
@@ -59,7 +77,15 @@ fn put_with_a_target_standard_error() {
 fn human_output_shows_price_interval_paths_and_speed() {
     let (ok, stdout, stderr) = run(&["price", "--runs", "100000", "--seed", "1"]);
     assert!(ok, "{stderr}");
-    for needle in ["call price", "±", "95% interval", "paths", "100000", "seed 1", "path-steps/s"] {
+    for needle in [
+        "call price",
+        "±",
+        "95% interval",
+        "paths",
+        "100000",
+        "seed 1",
+        "path-steps/s",
+    ] {
         assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
     }
 }
@@ -71,9 +97,21 @@ fn invalid_inputs_name_the_flag_and_the_fix() {
         (&["--up", "1.0"], "--up", "above interest"),
         (&["--initial", "-3"], "--initial", "greater than 0"),
         (&["--periods", "0"], "--periods", "at least 1"),
-        (&["--periods", "50", "--method", "exact"], "--periods", "at most 40"),
-        (&["--runs", "10", "--target-std-error", "0.1"], "--runs", "not both"),
-        (&["--target-std-error", "-1"], "--target-std-error", "greater than 0"),
+        (
+            &["--periods", "50", "--method", "exact"],
+            "--periods",
+            "at most 40",
+        ),
+        (
+            &["--runs", "10", "--target-std-error", "0.1"],
+            "--runs",
+            "not both",
+        ),
+        (
+            &["--target-std-error", "-1"],
+            "--target-std-error",
+            "greater than 0",
+        ),
         (&["--runs", "0"], "--runs", "at least"),
         (&["--interest", "nan"], "--interest", "finite"),
         (&["--initial", "abc"], "--initial", "invalid value"),
@@ -83,17 +121,36 @@ fn invalid_inputs_name_the_flag_and_the_fix() {
     for (args, flag, fix) in cases {
         let (ok, _, stderr) = run(&[&["price"], *args].concat());
         assert!(!ok, "mcq price {args:?} succeeded");
-        assert!(stderr.contains(flag) && stderr.contains(fix), "mcq price {args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains(fix),
+            "mcq price {args:?}: {stderr}"
+        );
     }
 }
 
 #[test]
 fn bench_kernel_reports_every_row_as_json() {
-    let v = json(&["bench", "kernel", "--paths", "65536", "--repeats", "1", "--target-std-error", "0", "--json"]);
+    let v = json(&[
+        "bench",
+        "kernel",
+        "--paths",
+        "65536",
+        "--repeats",
+        "1",
+        "--target-std-error",
+        "0",
+        "--json",
+    ]);
     let rows = v["single_thread"].as_array().unwrap();
     assert_eq!(rows.len(), 7, "{v}");
-    assert!(rows.iter().all(|r| r["ns_per_path_step"].as_f64().unwrap() > 0.0));
+    assert!(
+        rows.iter()
+            .all(|r| r["ns_per_path_step"].as_f64().unwrap() > 0.0)
+    );
     assert!(v["ratio_plain_vs_original"].as_f64().unwrap() > 0.0);
     let scaling = v["scaling"].as_array().unwrap();
-    assert!(scaling.iter().all(|s| s["same_bits_as_one_thread"] == true), "{v}");
+    assert!(
+        scaling.iter().all(|s| s["same_bits_as_one_thread"] == true),
+        "{v}"
+    );
 }
