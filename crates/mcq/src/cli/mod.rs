@@ -27,6 +27,8 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Price one option locally and print the result.
+    // Negative numbers are values to validate (`--initial -3`), not flags.
+    #[command(allow_negative_numbers = true)]
     Price(price::Args),
     /// Run the HTTP API (with embedded workers on the SQLite default).
     Serve(serve::Args),
@@ -35,6 +37,7 @@ enum Command {
     /// Apply the database migrations and exit.
     Migrate(migrate::Args),
     /// Submit a job or a batch to a running server.
+    #[command(allow_negative_numbers = true)]
     Submit(submit::Args),
     /// Show a job or a batch by id.
     Status(status::Args),
