@@ -82,11 +82,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let running = start(config).await?;
+        // Install the SIGTERM handler before announcing the address: a
+        // supervisor may signal as soon as it reads that line, and until a
+        // handler exists SIGTERM kills the process without a clean stop.
+        let signals = Signals::install();
         // The one line scripts and tests parse: keep its shape.
         println!("mcq listening on http://{}", running.addr);
         let shutdown = running.shutdown.clone();
         tokio::spawn(async move {
-            wait_for_signal().await;
+            signals.wait().await;
             eprintln!("mcq: shutting down (finishing requests and in-flight tasks)");
             shutdown.cancel();
         });
@@ -176,24 +180,29 @@ pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-async fn wait_for_signal() {
+/// SIGTERM (on Unix) and Ctrl-C, registered up front.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        Signals {
+            #[cfg(unix)]
+            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
         }
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn wait(self) {
+        #[cfg(unix)]
+        if let Some(mut term) = self.term {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }
