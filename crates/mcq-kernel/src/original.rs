@@ -7,6 +7,12 @@
 //! that the original C# sample called (the faithful baseline), and
 //! [`Xoshiro256`], a fast modern generator, to show how much of the cost is
 //! the generator and how much the mispredicted branch.
+//!
+//! The branch is kept a conditional jump on purpose (see
+//! [`original_price_net`]); [`original_price_net_select`] is the same loop
+//! with the branch replaced by a select, which is what LLVM makes of a
+//! plain `if`/`else` — not the original, shown only to isolate what the
+//! mispredicted branch costs.
 
 /// A source of uniform doubles in [0, 1).
 pub trait Uniform {
@@ -130,7 +136,11 @@ impl Uniform for Xoshiro256 {
     }
 }
 
-/// The original loop with .NET's generator, seeded like `new Random(seed)`.
+/// The original loop with .NET's generator, seeded like `new Random(seed)`:
+/// the faithful baseline. The step is a conditional jump on the uniform, as
+/// .NET's JIT compiled the original `if`/`else`, so it is mispredicted on
+/// about half the steps, as it was there.
+///
 /// Not generic on purpose: it is compiled here, with the kernel's
 /// optimisation level, whoever calls it.
 #[expect(
@@ -148,12 +158,37 @@ pub fn original_price_net(
     call: bool,
     rng: &mut NetRandom,
 ) -> f64 {
-    original_price(
+    original_price::<true>(
         initial, exercise, up, down, interest, periods, runs, call, rng,
     )
 }
 
-/// The original loop with xoshiro256++ (see [`original_price_net`]).
+/// [`original_price_net`] with the step's branch replaced by a branch-free
+/// select (compare and blend), the code LLVM emits for a plain `if`/`else`
+/// here. Not faithful: a reference that shows how much of the original
+/// loop's cost is the mispredicted branch.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors the original sample's signature"
+)]
+pub fn original_price_net_select(
+    initial: f64,
+    exercise: f64,
+    up: f64,
+    down: f64,
+    interest: f64,
+    periods: u32,
+    runs: u64,
+    call: bool,
+    rng: &mut NetRandom,
+) -> f64 {
+    original_price::<false>(
+        initial, exercise, up, down, interest, periods, runs, call, rng,
+    )
+}
+
+/// The original loop, branch and all, with xoshiro256++ instead of .NET's
+/// generator (see [`original_price_net`]).
 #[expect(
     clippy::too_many_arguments,
     reason = "mirrors the original sample's signature"
@@ -169,19 +204,21 @@ pub fn original_price_xoshiro(
     call: bool,
     rng: &mut Xoshiro256,
 ) -> f64 {
-    original_price(
+    original_price::<true>(
         initial, exercise, up, down, interest, periods, runs, call, rng,
     )
 }
 
 /// The original estimator: `runs` paths, one uniform per step, a branch on
-/// it, the average including the start, the mean payoff discounted.
-/// Returns the price (no error estimate, as in the original).
+/// it (`BRANCH`; a select otherwise), the average including the start, the
+/// mean payoff discounted. Returns the price (no error estimate, as in the
+/// original).
 #[expect(
     clippy::too_many_arguments,
     reason = "mirrors the original sample's signature"
 )]
-fn original_price(
+#[inline(always)]
+fn original_price<const BRANCH: bool>(
     initial: f64,
     exercise: f64,
     up: f64,
@@ -198,9 +235,21 @@ fn original_price(
         let mut price = initial;
         let mut sum = initial;
         for _ in 0..periods {
-            if rng.next_f64() < p {
+            let u = rng.next_f64();
+            if !BRANCH {
+                price *= std::hint::select_unpredictable(u < p, up, down);
+            } else if u < p {
                 price *= up;
             } else {
+                // Keeps the if/else a conditional jump, as .NET's JIT
+                // compiled it: left alone, LLVM turns the two arms into a
+                // branch-free select (compare and blend), which never
+                // mispredicts and is not the loop being ported. An empty
+                // `black_box(())` is an inline-asm barrier with no
+                // instructions; LLVM may not execute it speculatively, so
+                // it cannot if-convert the arms. The disassembly shows
+                // `ucomisd` + `ja` on the uniform (docs/kernel.md).
+                std::hint::black_box(());
                 price *= down;
             }
             sum += price;
@@ -249,6 +298,23 @@ mod tests {
             (a - exact).abs() < 0.5 && (b - exact).abs() < 0.5,
             "{a} {b}"
         );
+    }
+
+    #[test]
+    fn branch_and_select_compute_the_same_bits() {
+        type Loop = fn(f64, f64, f64, f64, f64, u32, u64, bool, &mut NetRandom) -> f64;
+        // p at the defaults, near 0 and near 1.
+        for (down, interest) in [(0.8, 1.08), (0.8, 0.8001), (0.8, 1.3999)] {
+            let price = |f: Loop| {
+                let rng = &mut NetRandom::new(3);
+                f(30.0, 30.0, 1.4, down, interest, 20, 5_000, true, rng).to_bits()
+            };
+            assert_eq!(
+                price(original_price_net),
+                price(original_price_net_select),
+                "interest {interest}"
+            );
+        }
     }
 
     #[test]
