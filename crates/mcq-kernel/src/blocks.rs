@@ -11,7 +11,8 @@ use crate::model::{Model, powi};
 
 /// Largest block: 2^10 patterns keep a table (24 KiB) inside L1.
 pub(crate) const MAX_BLOCK_STEPS: u32 = 10;
-const SLOTS: usize = 1 << MAX_BLOCK_STEPS;
+/// Entries of every table: patterns of the largest block.
+pub(crate) const SLOTS: usize = 1 << MAX_BLOCK_STEPS;
 
 /// The affine map of one pattern, and its up-move counts for the
 /// geometric average.
@@ -140,12 +141,23 @@ fn threshold(probability: f64) -> u32 {
 
 /// How a path of `n` steps is cut into blocks: `long_count` blocks of
 /// `long.steps` steps, then `short_count` blocks of one step fewer.
+///
+/// Paths of one block (n ≤ `MAX_BLOCK_STEPS`) are drawn `group` at a time:
+/// `group` = ⌊MAX_BLOCK_STEPS / n⌋ consecutive paths are one block of
+/// group·n steps (steps are independent, so their joint pattern is a pattern
+/// of that longer block), path i of the group taking pattern bits
+/// i·n .. (i + 1)·n. One draw then serves up to 10 one-period paths.
 #[derive(Debug, Clone)]
 pub(crate) struct BlockPlan {
     pub(crate) long: BlockTable,
     pub(crate) long_count: u32,
     pub(crate) short: Option<BlockTable>,
     pub(crate) short_count: u32,
+    /// Paths per draw when a path is one block; 0 otherwise.
+    pub(crate) group: u32,
+    /// The table of a block of group·n steps, when `group` > 1 (with
+    /// `group` = 1 it is `long`).
+    pub(crate) joint: Option<BlockTable>,
 }
 
 impl BlockPlan {
@@ -157,11 +169,14 @@ impl BlockPlan {
         let short_count = blocks * long_steps - n;
         let long_count = blocks - short_count;
         let short = (short_count > 0).then(|| BlockTable::new(model, long_steps - 1));
+        let group = if blocks == 1 { MAX_BLOCK_STEPS / n } else { 0 };
         Self {
             long: BlockTable::new(model, long_steps),
             long_count,
             short,
             short_count,
+            group,
+            joint: (group > 1).then(|| BlockTable::new(model, group * n)),
         }
     }
 }
@@ -209,6 +224,14 @@ mod tests {
                 "n = {n}"
             );
             assert!(plan.long.steps <= MAX_BLOCK_STEPS);
+            // One-block paths are drawn in groups that fill a block.
+            let joint_steps = plan.joint.as_ref().map_or(plan.long.steps, |t| t.steps);
+            if n <= MAX_BLOCK_STEPS {
+                assert_eq!(plan.group, MAX_BLOCK_STEPS / n, "n = {n}");
+                assert_eq!(joint_steps, plan.group * n, "n = {n}");
+            } else {
+                assert_eq!(plan.group, 0, "n = {n}");
+            }
         }
     }
 }

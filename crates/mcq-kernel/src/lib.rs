@@ -10,6 +10,7 @@
 //! any workers, merges the [`Partial`]s and calls [`ValidSpec::finish`].
 //! With a seed, every route gives the same bits.
 
+mod antithetic;
 mod blocks;
 mod error;
 mod estimate;

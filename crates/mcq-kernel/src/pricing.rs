@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::antithetic::antithetic_pairs;
 use crate::blocks::BlockPlan;
 use crate::error::Cancelled;
 use crate::estimate::{self, Estimate};
@@ -15,7 +16,7 @@ use crate::exact;
 use crate::geometric::{GeometricControl, MAX_GEOMETRIC_PERIODS};
 use crate::model::Model;
 use crate::rng::{Stream, fresh_seed};
-use crate::simulate::{antithetic_pairs, block_paths};
+use crate::simulate::block_paths;
 use crate::spec::{Method, Spec, VarianceReduction};
 use crate::validate::MAX_RUNS;
 use crate::{Partial, PriceResult};

@@ -1,7 +1,7 @@
 //! The Monte Carlo inner loops: one chunk of paths on one thread, summed in
 //! the fixed order of the chunk's paths.
 
-use crate::blocks::{BlockPlan, BlockTable};
+use crate::blocks::{BlockPlan, BlockTable, SLOTS};
 use crate::model::Model;
 use crate::rng::{STATE_STEP, Stream, output};
 
@@ -24,7 +24,7 @@ pub(crate) struct ChunkSums {
 
 /// Paths simulated side by side: independent dependency chains the CPU
 /// can overlap (a lone path is a chain of dependent loads and multiplies).
-const LANES: usize = 4;
+pub(crate) const LANES: usize = 4;
 
 /// The state of `LANES` paths in flight.
 #[derive(Clone, Copy)]
@@ -128,6 +128,9 @@ pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
     stream: Stream,
     paths: u64,
 ) -> ChunkSums {
+    if plan.group > 0 {
+        return grouped_paths::<ARITH, GEO>(model, plan, geo, stream, paths);
+    }
     let blocks = u64::from(plan.long_count + plan.short_count);
     let mut lanes_sums = [ChunkSums::default(); LANES];
     let mut first = 0u64;
@@ -154,55 +157,143 @@ pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
     total
 }
 
-/// The 32-bit threshold of a Bernoulli(p) step: up when a 32-bit draw is
-/// below it.
-pub(crate) fn step_threshold(p: f64) -> u64 {
-    ((p * 4_294_967_296.0).round() as u64).min(1 << 32)
-}
+/// Copies of the pattern counts: consecutive paths increment different
+/// copies, so a run of equal patterns (common when there are only a few)
+/// does not chain every increment through the previous one's store.
+pub(crate) const COUNT_COPIES: usize = 4;
 
-/// Simulates `pairs` antithetic pairs with one 32-bit draw per step: a
-/// path goes up when the draw x is below the threshold, its mirror when
-/// !x (that is 2^32 − 1 − x, the reflected uniform) is.
-pub(crate) fn antithetic_pairs(model: &Model, stream: Stream, pairs: u64) -> ChunkSums {
-    let threshold = step_threshold(model.p);
-    let (up, down) = (model.up, model.down);
-    let n = model.periods;
-    let mut s = ChunkSums::default();
-    let mut index = 0u64;
-    // A conditional move on the bit patterns, not a branch: the branch
-    // would be mispredicted on about half the steps (and x86 has no
-    // conditional move for float registers, so a float select branches).
-    let (up, down) = (up.to_bits(), down.to_bits());
-    let step = |x: u32, spot: &mut f64, sum: &mut f64| {
-        *spot *= f64::from_bits(std::hint::select_unpredictable(
-            u64::from(x) < threshold,
-            up,
-            down,
-        ));
-        *sum += *spot;
+/// Paths of a single block (at most `MAX_BLOCK_STEPS` periods), drawn
+/// `plan.group` at a time: group g of the chunk reads draw g. Such a path is
+/// one of the 2^n patterns and every sum is a function of the pattern, so
+/// the chunk's patterns are counted and the sums formed once per pattern, in
+/// pattern order. Per draw: one alias look-up and one increment; per-path
+/// bookkeeping would otherwise dominate short paths (several ns per path
+/// against a budget of 1 ns per path-step).
+#[expect(
+    clippy::needless_range_loop,
+    reason = "`copy` indexes the inner array of the counts; the pattern indexes the outer"
+)]
+fn grouped_paths<const ARITH: bool, const GEO: bool>(
+    model: &Model,
+    plan: &BlockPlan,
+    geo: &[f64],
+    stream: Stream,
+    paths: u64,
+) -> ChunkSums {
+    let table = &plan.long;
+    let joint_table = plan.joint.as_ref().unwrap_or(table);
+    let (n, group) = (table.steps, u64::from(plan.group));
+    let mut state = stream.state(0);
+    let mut draw = || {
+        let pattern = joint_table.draw(output(state));
+        state = state.wrapping_add(STATE_STEP);
+        pattern
     };
-    for _ in 0..pairs {
-        let (mut s1, mut sum1, mut s2, mut sum2) = (1.0f64, 1.0f64, 1.0f64, 1.0f64);
-        // Two steps per 64-bit draw.
-        for _ in 0..n / 2 {
-            let r = stream.at(index);
-            index += 1;
-            for x in [r as u32, (r >> 32) as u32] {
-                step(x, &mut s1, &mut sum1);
-                step(!x, &mut s2, &mut sum2);
-            }
+    let mut joint_counts = [[0u32; COUNT_COPIES]; SLOTS];
+    let groups = paths / group;
+    for _ in 0..groups / COUNT_COPIES as u64 {
+        for copy in 0..COUNT_COPIES {
+            joint_counts[draw()][copy] += 1;
         }
-        if n % 2 == 1 {
-            let x = stream.at(index) as u32;
-            index += 1;
-            step(x, &mut s1, &mut sum1);
-            step(!x, &mut s2, &mut sum2);
+    }
+    for copy in 0..(groups % COUNT_COPIES as u64) as usize {
+        joint_counts[draw()][copy] += 1;
+    }
+    // Split joint patterns into the patterns of their paths.
+    let mask = (1usize << n) - 1;
+    let mut counts = [0u32; SLOTS];
+    let mut add = |joint: usize, paths: u64, count: u32| {
+        for i in 0..paths as u32 {
+            counts[(joint >> (i * n)) & mask] += count;
         }
-        let (y1, y2) = (model.payoff(sum1), model.payoff(sum2));
-        let y = 0.5 * (y1 + y2);
-        s.y += y;
-        s.yy += y * y;
-        s.pp += y1 * y1 + y2 * y2;
+    };
+    for (joint, copies) in joint_counts.iter().enumerate().take(1 << joint_table.steps) {
+        let count: u32 = copies.iter().sum();
+        if count > 0 {
+            add(joint, group, count);
+        }
+    }
+    // A last, partial group: the first paths of one more draw.
+    if !paths.is_multiple_of(group) {
+        add(draw(), paths % group, 1);
+    }
+
+    let mut s = ChunkSums::default();
+    for (pattern, &count) in counts.iter().enumerate().take(1 << n) {
+        if count == 0 {
+            continue;
+        }
+        let c = f64::from(count);
+        // As the block loop computes it: spot 1, sum 1, then sum += spot·gain.
+        let sum = 1.0 + table.patterns[pattern].gain;
+        let y = model.payoff(sum);
+        s.y += c * y;
+        s.yy += c * (y * y);
+        if ARITH {
+            let a = sum - model.mean_sum;
+            s.a += c * a;
+            s.aa += c * (a * a);
+            s.ya += c * (y * a);
+        }
+        if GEO {
+            let g = geo
+                .get((table.ups[pattern] >> 16) as usize)
+                .copied()
+                .unwrap_or(0.0);
+            s.g += c * g;
+            s.gg += c * (g * g);
+            s.yg += c * (y * g);
+        }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Spec;
+    use crate::geometric::GeometricControl;
+
+    /// Counting grouped paths gives the sums of taking the same paths one
+    /// by one (path i of group g: bits i·n .. (i + 1)·n of draw g), up to
+    /// the order of additions.
+    #[test]
+    fn grouped_paths_match_paths_taken_one_by_one() {
+        for (interest, n) in [(1.08, 1), (1.08, 3), (1.3, 4), (0.81, 7), (1.08, 10)] {
+            let model = Model::new(&Spec {
+                interest,
+                periods: n,
+                ..Spec::default()
+            });
+            let plan = BlockPlan::new(&model);
+            let geo = GeometricControl::new(&model).payoff;
+            let stream = Stream::new(5, 2);
+            for paths in [1, 7, 1003] {
+                let got = grouped_paths::<true, true>(&model, &plan, &geo, stream, paths);
+                let joint = plan.joint.as_ref().unwrap_or(&plan.long);
+                let group = u64::from(plan.group);
+                let mut want = ChunkSums::default();
+                for j in 0..paths {
+                    let pattern = joint.draw(stream.at(j / group)) >> ((j % group) as u32 * n)
+                        & ((1 << n) - 1);
+                    let sum = 1.0 + plan.long.patterns[pattern].gain;
+                    let g = geo[(plan.long.ups[pattern] >> 16) as usize];
+                    want.add_path::<true, true>(&model, sum, g);
+                }
+                let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+                for (a, b) in [
+                    (got.y, want.y),
+                    (got.yy, want.yy),
+                    (got.a, want.a),
+                    (got.aa, want.aa),
+                    (got.ya, want.ya),
+                    (got.g, want.g),
+                    (got.gg, want.gg),
+                    (got.yg, want.yg),
+                ] {
+                    assert!(close(a, b), "{interest} {n} {paths}: {a} vs {b}");
+                }
+            }
+        }
+    }
 }
