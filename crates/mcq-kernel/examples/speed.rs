@@ -10,9 +10,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use mcq_kernel::original::{
-    NetRandom, Xoshiro256, original_price_net, original_price_net_select, original_price_xoshiro,
-};
+use mcq_kernel::original::{NetRandom, Sample, Xoshiro256};
 use mcq_kernel::{CHUNK_PATHS, Spec, VarianceReduction};
 
 /// Seconds taken by `f`. Runs are short (milliseconds), so the best of many
@@ -75,23 +73,17 @@ fn main() {
             .map(|v| seconds(|| v.run_chunks(0..2, &cancel).unwrap()))
             .collect();
         let scaled = |t: f64| 4.0 * t;
-        let (s, x, u, d, r) = (30.0, 30.0, 1.4, 0.8, 1.08);
-        times.push(scaled(seconds(|| {
-            original_price_net(s, x, u, d, r, n, k, true, &mut net)
-        })));
-        times.push(scaled(seconds(|| {
-            original_price_net_select(s, x, u, d, r, n, k, true, &mut net)
-        })));
-        times.push(scaled(seconds(|| {
-            original_price_xoshiro(s, x, u, d, r, n, k, true, &mut xoshiro)
-        })));
+        let sample = Sample::defaults(n, k);
         // interest 0.801: p = 0.001 / 0.6, the up arm is almost never taken.
-        times.push(scaled(seconds(|| {
-            original_price_net(s, x, u, d, 0.801, n, k, true, &mut net)
-        })));
-        times.push(scaled(seconds(|| {
-            original_price_net_select(s, x, u, d, 0.801, n, k, true, &mut net)
-        })));
+        let predictable = Sample {
+            interest: 0.801,
+            ..sample
+        };
+        times.push(scaled(seconds(|| sample.price_net(&mut net))));
+        times.push(scaled(seconds(|| sample.price_net_select(&mut net))));
+        times.push(scaled(seconds(|| sample.price_xoshiro(&mut xoshiro))));
+        times.push(scaled(seconds(|| predictable.price_net(&mut net))));
+        times.push(scaled(seconds(|| predictable.price_net_select(&mut net))));
         for (b, t) in best.iter_mut().zip(times) {
             *b = b.min(t);
         }

@@ -9,7 +9,7 @@
 //! the generator and how much the mispredicted branch.
 //!
 //! The branch is kept a conditional jump on purpose (see
-//! [`original_price_net`]); [`original_price_net_select`] is the same loop
+//! [`Sample::price_net`]); [`Sample::price_net_select`] is the same loop
 //! with the branch replaced by a select, which is what LLVM makes of a
 //! plain `if`/`else` — not the original, shown only to isolate what the
 //! mispredicted branch costs.
@@ -136,132 +136,118 @@ impl Uniform for Xoshiro256 {
     }
 }
 
-/// The original loop with .NET's generator, seeded like `new Random(seed)`:
-/// the faithful baseline. The step is a conditional jump on the uniform, as
-/// .NET's JIT compiled the original `if`/`else`, so it is mispredicted on
-/// about half the steps, as it was there.
-///
-/// Not generic on purpose: it is compiled here, with the kernel's
-/// optimisation level, whoever calls it.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors the original sample's signature"
-)]
-pub fn original_price_net(
-    initial: f64,
-    exercise: f64,
-    up: f64,
-    down: f64,
-    interest: f64,
-    periods: u32,
-    runs: u64,
-    call: bool,
-    rng: &mut NetRandom,
-) -> f64 {
-    original_price::<true>(
-        initial, exercise, up, down, interest, periods, runs, call, rng,
-    )
+/// The inputs of one call of the original sample's pricing function.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Spot price S0.
+    pub initial: f64,
+    /// Strike K.
+    pub exercise: f64,
+    /// Up factor per period.
+    pub up: f64,
+    /// Down factor per period.
+    pub down: f64,
+    /// Gross interest factor per period.
+    pub interest: f64,
+    /// Steps per path.
+    pub periods: u32,
+    /// Paths.
+    pub runs: u64,
+    /// A call (else a put) on the arithmetic average.
+    pub call: bool,
 }
 
-/// [`original_price_net`] with the step's branch replaced by a branch-free
-/// select (compare and blend), the code LLVM emits for a plain `if`/`else`
-/// here. Not faithful: a reference that shows how much of the original
-/// loop's cost is the mispredicted branch.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors the original sample's signature"
-)]
-pub fn original_price_net_select(
-    initial: f64,
-    exercise: f64,
-    up: f64,
-    down: f64,
-    interest: f64,
-    periods: u32,
-    runs: u64,
-    call: bool,
-    rng: &mut NetRandom,
-) -> f64 {
-    original_price::<false>(
-        initial, exercise, up, down, interest, periods, runs, call, rng,
-    )
-}
-
-/// The original loop, branch and all, with xoshiro256++ instead of .NET's
-/// generator (see [`original_price_net`]).
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors the original sample's signature"
-)]
-pub fn original_price_xoshiro(
-    initial: f64,
-    exercise: f64,
-    up: f64,
-    down: f64,
-    interest: f64,
-    periods: u32,
-    runs: u64,
-    call: bool,
-    rng: &mut Xoshiro256,
-) -> f64 {
-    original_price::<true>(
-        initial, exercise, up, down, interest, periods, runs, call, rng,
-    )
-}
-
-/// The original estimator: `runs` paths, one uniform per step, a branch on
-/// it (`BRANCH`; a select otherwise), the average including the start, the
-/// mean payoff discounted. Returns the price (no error estimate, as in the
-/// original).
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors the original sample's signature"
-)]
-#[inline(always)]
-fn original_price<const BRANCH: bool>(
-    initial: f64,
-    exercise: f64,
-    up: f64,
-    down: f64,
-    interest: f64,
-    periods: u32,
-    runs: u64,
-    call: bool,
-    rng: &mut impl Uniform,
-) -> f64 {
-    let p = (interest - down) / (up - down);
-    let mut total = 0.0;
-    for _ in 0..runs {
-        let mut price = initial;
-        let mut sum = initial;
-        for _ in 0..periods {
-            let u = rng.next_f64();
-            if !BRANCH {
-                price *= std::hint::select_unpredictable(u < p, up, down);
-            } else if u < p {
-                price *= up;
-            } else {
-                // Keeps the if/else a conditional jump, as .NET's JIT
-                // compiled it: left alone, LLVM turns the two arms into a
-                // branch-free select (compare and blend), which never
-                // mispredicts and is not the loop being ported. An empty
-                // `black_box(())` is an inline-asm barrier with no
-                // instructions; LLVM may not execute it speculatively, so
-                // it cannot if-convert the arms. The disassembly shows
-                // `ucomisd` + `ja` on the uniform (docs/kernel.md).
-                std::hint::black_box(());
-                price *= down;
-            }
-            sum += price;
+impl Sample {
+    /// The original sample's defaults with `periods` and `runs`: a call with
+    /// initial 30, exercise 30, up 1.4, down 0.8, interest 1.08.
+    pub fn defaults(periods: u32, runs: u64) -> Self {
+        Self {
+            initial: crate::DEFAULT_INITIAL,
+            exercise: crate::DEFAULT_EXERCISE,
+            up: crate::DEFAULT_UP,
+            down: crate::DEFAULT_DOWN,
+            interest: crate::DEFAULT_INTEREST,
+            periods,
+            runs,
+            call: true,
         }
-        let average = sum / f64::from(periods + 1);
-        total += if call {
-            (average - exercise).max(0.0)
-        } else {
-            (exercise - average).max(0.0)
-        };
     }
-    total / runs as f64 / interest.powi(periods as i32)
+
+    /// The original loop with .NET's generator, seeded like
+    /// `new Random(seed)`: the faithful baseline. The step is a conditional
+    /// jump on the uniform, as .NET's JIT compiled the original `if`/`else`,
+    /// so it is mispredicted on about half the steps, as it was there.
+    ///
+    /// Not generic on purpose: it is compiled here, with the kernel's
+    /// optimisation level, whoever calls it.
+    pub fn price_net(&self, rng: &mut NetRandom) -> f64 {
+        self.price::<true>(rng)
+    }
+
+    /// [`Sample::price_net`] with the step's branch replaced by a
+    /// branch-free select (compare and blend), the code LLVM emits for a
+    /// plain `if`/`else` here. Not faithful: a reference that shows how much
+    /// of the original loop's cost is the mispredicted branch.
+    pub fn price_net_select(&self, rng: &mut NetRandom) -> f64 {
+        self.price::<false>(rng)
+    }
+
+    /// The original loop, branch and all, with xoshiro256++ instead of
+    /// .NET's generator (see [`Sample::price_net`]).
+    pub fn price_xoshiro(&self, rng: &mut Xoshiro256) -> f64 {
+        self.price::<true>(rng)
+    }
+
+    /// The original estimator: `runs` paths, one uniform per step, a branch
+    /// on it (`BRANCH`; a select otherwise), the average including the
+    /// start, the mean payoff discounted. Returns the price (no error
+    /// estimate, as in the original).
+    #[inline(always)]
+    fn price<const BRANCH: bool>(&self, rng: &mut impl Uniform) -> f64 {
+        let Self {
+            initial,
+            exercise,
+            up,
+            down,
+            interest,
+            periods,
+            runs,
+            call,
+        } = *self;
+        let p = (interest - down) / (up - down);
+        let mut total = 0.0;
+        for _ in 0..runs {
+            let mut price = initial;
+            let mut sum = initial;
+            for _ in 0..periods {
+                let u = rng.next_f64();
+                if !BRANCH {
+                    price *= std::hint::select_unpredictable(u < p, up, down);
+                } else if u < p {
+                    price *= up;
+                } else {
+                    // Keeps the if/else a conditional jump, as .NET's JIT
+                    // compiled it: left alone, LLVM turns the two arms into
+                    // a branch-free select (compare and blend), which never
+                    // mispredicts and is not the loop being ported. An empty
+                    // `black_box(())` is an inline-asm barrier with no
+                    // instructions; LLVM may not execute it speculatively,
+                    // so it cannot if-convert the arms. The disassembly
+                    // shows `ucomisd` + `ja` on the uniform (docs/kernel.md).
+                    std::hint::black_box(());
+                    price *= down;
+                }
+                sum += price;
+            }
+            let average = sum / f64::from(periods + 1);
+            total += if call {
+                (average - exercise).max(0.0)
+            } else {
+                (exercise - average).max(0.0)
+            };
+        }
+        total / runs as f64 / interest.powi(periods as i32)
+    }
 }
 
 #[cfg(test)]
@@ -272,28 +258,9 @@ mod tests {
     fn both_generators_give_the_right_price_roughly() {
         // 20k paths: standard error about 0.0165 * sqrt(50) = 0.12.
         let exact = 9.530286028882;
-        let a = original_price_net(
-            30.0,
-            30.0,
-            1.4,
-            0.8,
-            1.08,
-            20,
-            20_000,
-            true,
-            &mut NetRandom::new(1),
-        );
-        let b = original_price_xoshiro(
-            30.0,
-            30.0,
-            1.4,
-            0.8,
-            1.08,
-            20,
-            20_000,
-            true,
-            &mut Xoshiro256::new(1),
-        );
+        let sample = Sample::defaults(20, 20_000);
+        let a = sample.price_net(&mut NetRandom::new(1));
+        let b = sample.price_xoshiro(&mut Xoshiro256::new(1));
         assert!(
             (a - exact).abs() < 0.5 && (b - exact).abs() < 0.5,
             "{a} {b}"
@@ -302,16 +269,15 @@ mod tests {
 
     #[test]
     fn branch_and_select_compute_the_same_bits() {
-        type Loop = fn(f64, f64, f64, f64, f64, u32, u64, bool, &mut NetRandom) -> f64;
         // p at the defaults, near 0 and near 1.
-        for (down, interest) in [(0.8, 1.08), (0.8, 0.8001), (0.8, 1.3999)] {
-            let price = |f: Loop| {
-                let rng = &mut NetRandom::new(3);
-                f(30.0, 30.0, 1.4, down, interest, 20, 5_000, true, rng).to_bits()
+        for interest in [1.08, 0.8001, 1.3999] {
+            let sample = Sample {
+                interest,
+                ..Sample::defaults(20, 5_000)
             };
             assert_eq!(
-                price(original_price_net),
-                price(original_price_net_select),
+                sample.price_net(&mut NetRandom::new(3)).to_bits(),
+                sample.price_net_select(&mut NetRandom::new(3)).to_bits(),
                 "interest {interest}"
             );
         }
