@@ -16,8 +16,8 @@ pub(crate) fn step_threshold(p: f64) -> u64 {
 }
 
 /// Longest paths whose pairs are counted: a step of a pair has three
-/// possible outcomes, and 3^6 = 729 pair outcomes fit the tables' slots.
-const MAX_COUNTED_PERIODS: u32 = 6;
+/// possible outcomes, and 3^8 = 6561 counters still fit in L1.
+const MAX_COUNTED_PERIODS: u32 = 8;
 
 /// Sums over `pairs` antithetic pairs of chunk `stream`.
 pub(crate) fn antithetic_pairs(model: &Model, stream: Stream, pairs: u64) -> ChunkSums {
@@ -100,68 +100,104 @@ fn walked_pairs(model: &Model, stream: Stream, pairs: u64) -> ChunkSums {
 /// outcomes are counted and the sums formed once per outcome, in outcome
 /// order, instead of walking and summing every pair.
 fn counted_pairs(model: &Model, stream: Stream, pairs: u64) -> ChunkSums {
-    let n = model.periods as usize;
     let digits = Digits::new(step_threshold(model.p));
-    let offset = digits.offset;
-    let counts = match n {
+    let counts = match model.periods {
         1 => count_outcomes::<1>(stream, pairs, digits),
         2 => count_outcomes::<2>(stream, pairs, digits),
         3 => count_outcomes::<3>(stream, pairs, digits),
         4 => count_outcomes::<4>(stream, pairs, digits),
         5 => count_outcomes::<5>(stream, pairs, digits),
-        _ => count_outcomes::<6>(stream, pairs, digits),
+        6 => count_outcomes::<6>(stream, pairs, digits),
+        7 => count_outcomes::<7>(stream, pairs, digits),
+        _ => count_outcomes::<8>(stream, pairs, digits),
     };
+    let mut sums = ChunkSums::default();
+    let start = Replay {
+        spot: [1.0; 2],
+        sum: [1.0; 2],
+    };
+    start.visit(model, digits.offset, &counts, 0, 0, &mut sums);
+    sums
+}
 
-    let mut s = ChunkSums::default();
-    for (outcome, copies) in counts.iter().enumerate().take(3usize.pow(n as u32)) {
-        let count: u32 = copies.iter().sum();
-        if count == 0 {
-            continue;
-        }
-        // Replay the outcome's steps (the first step is the most
-        // significant digit) as the walked pairs compute them.
-        let (mut spot, mut sum) = ([1.0f64; 2], [1.0f64; 2]);
-        let mut rest = outcome;
-        let mut place = 3usize.pow(n as u32 - 1);
-        for _ in 0..n {
-            let value = rest / place + offset;
-            rest %= place;
-            place /= 3;
-            for (path, up) in [value & 1 == 1, value & 2 == 2].into_iter().enumerate() {
-                spot[path] *= if up { model.up } else { model.down };
-                sum[path] += spot[path];
+/// The path and its mirror after the first steps of an outcome.
+#[derive(Clone, Copy)]
+struct Replay {
+    spot: [f64; 2],
+    sum: [f64; 2],
+}
+
+impl Replay {
+    /// Adds the outcomes that start with `prefix` (its first `depth`
+    /// steps), depth first and in outcome order. A prefix shared by many
+    /// outcomes is walked once; each step is computed as a walked pair
+    /// computes it.
+    fn visit(
+        self,
+        model: &Model,
+        offset: usize,
+        counts: &Counts,
+        depth: u32,
+        prefix: usize,
+        s: &mut ChunkSums,
+    ) {
+        if depth == model.periods {
+            let count = counts.total(prefix);
+            if count > 0 {
+                let c = f64::from(count);
+                let (y1, y2) = (model.payoff(self.sum[0]), model.payoff(self.sum[1]));
+                let y = 0.5 * (y1 + y2);
+                s.y += c * y;
+                s.yy += c * (y * y);
+                s.pp += c * (y1 * y1 + y2 * y2);
             }
+            return;
         }
-        let c = f64::from(count);
-        let (y1, y2) = (model.payoff(sum[0]), model.payoff(sum[1]));
-        let y = 0.5 * (y1 + y2);
-        s.y += c * y;
-        s.yy += c * (y * y);
-        s.pp += c * (y1 * y1 + y2 * y2);
+        for digit in 0..3 {
+            let value = digit + offset;
+            let mut next = self;
+            for (path, up) in [value & 1 == 1, value & 2 == 2].into_iter().enumerate() {
+                next.spot[path] *= if up { model.up } else { model.down };
+                next.sum[path] += next.spot[path];
+            }
+            next.visit(model, offset, counts, depth + 1, 3 * prefix + digit, s);
+        }
     }
-    s
+}
+
+/// Outcome counts, in `copies` interleaved copies (consecutive pairs
+/// increment different copies; see `COUNT_COPIES`).
+struct Counts {
+    copies: usize,
+    counts: Vec<u32>,
+}
+
+impl Counts {
+    fn total(&self, outcome: usize) -> u32 {
+        let at = outcome * self.copies;
+        self.counts[at..at + self.copies].iter().sum()
+    }
 }
 
 /// Counts the outcomes (base-3 numbers, first step most significant) of
 /// `pairs` pairs of `N` steps; `N` is a constant so the loops unroll.
-fn count_outcomes<const N: usize>(
-    stream: Stream,
-    pairs: u64,
-    digits: Digits,
-) -> Box<[[u32; COUNT_COPIES]; SLOTS]> {
+fn count_outcomes<const N: usize>(stream: Stream, pairs: u64, digits: Digits) -> Counts {
+    let outcomes = 3usize.pow(N as u32);
+    // Copies only while the table is small enough to stay in L1.
+    let copies = if outcomes <= SLOTS { COUNT_COPIES } else { 1 };
+    let mut counts = vec![0u32; outcomes * copies];
     let mut state = stream.state(0);
-    let mut counts = Box::new([[0u32; COUNT_COPIES]; SLOTS]);
     for i in 0..pairs / 2 {
-        let copy = (i as usize % (COUNT_COPIES / 2)) * 2;
         let [a, b] = two_pairs::<N>(&mut state, digits);
-        counts[a % SLOTS][copy] += 1;
-        counts[b % SLOTS][copy + 1] += 1;
+        let copy = 2 * i as usize;
+        counts[a * copies + copy % copies] += 1;
+        counts[b * copies + (copy + 1) % copies] += 1;
     }
     if pairs % 2 == 1 {
         // The first pair of two more.
-        counts[two_pairs::<N>(&mut state, digits)[0] % SLOTS][0] += 1;
+        counts[two_pairs::<N>(&mut state, digits)[0] * copies] += 1;
     }
-    counts
+    Counts { copies, counts }
 }
 
 /// The outcomes of the next two pairs: `N` draws, 2`N` 32-bit uniforms.
@@ -242,7 +278,15 @@ mod tests {
     /// the order of additions. p at the defaults, above 1/2 and near 0.
     #[test]
     fn counted_pairs_match_pairs_walked_one_by_one() {
-        for (interest, n) in [(1.08, 1), (1.08, 4), (1.3, 5), (0.81, 6), (1.2, 3)] {
+        for (interest, n) in [
+            (1.08, 1),
+            (1.08, 4),
+            (1.3, 5),
+            (0.81, 6),
+            (1.2, 3),
+            (1.08, 7),
+            (1.3, 8),
+        ] {
             let model = model(interest, n);
             let stream = Stream::new(9, 3);
             let pairs = 1001;
@@ -267,7 +311,7 @@ mod tests {
     /// Walking pairs side by side gives the bits of walking them one by one.
     #[test]
     fn walked_pairs_match_pairs_walked_one_by_one() {
-        for (interest, n) in [(1.08, 7), (1.3, 8), (0.81, 20), (1.08, 33)] {
+        for (interest, n) in [(1.08, 9), (1.3, 10), (0.81, 20), (1.08, 33)] {
             let model = model(interest, n);
             let stream = Stream::new(4, 1);
             for pairs in [1, 6, 1001] {
