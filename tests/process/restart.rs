@@ -8,9 +8,6 @@ use mcq_tests::{McqProcess, TempDir};
 use crate::batch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails until Store::heartbeat renews only the leases a worker presents: a claim or \
-            completion lost in the crash leaves a running task whose lease the heartbeat (by \
-            worker id) renews forever"]
 async fn workers_survive_a_database_restart() -> anyhow::Result<()> {
     let cluster = match mcq_testdb::PgCluster::private() {
         Ok(cluster) => cluster,

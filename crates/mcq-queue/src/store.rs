@@ -204,11 +204,24 @@ impl Store {
     pub async fn register_worker(&self, info: WorkerInfo) -> Result<Uuid, StoreError> {
         dispatch!(self, q => q.register_worker(info).await)
     }
-    /// Renews the worker's heartbeat and the leases of all tasks it holds;
-    /// returns the ids of its tasks whose jobs were cancelled (each is
-    /// reported once; its lease is gone, so finishing it is refused).
-    pub async fn heartbeat(&self, worker: Uuid) -> Result<Vec<i64>, StoreError> {
-        dispatch!(self, q => q.heartbeat(worker).await)
+    /// Renews the worker's heartbeat and the leases it presents as
+    /// `(task id, lease token)` — only those: a task claimed by a round trip
+    /// whose answer never arrived is not renewed, so its lease runs out and
+    /// the task is rescued. Reports the presented tasks whose job was
+    /// cancelled (once each) and those whose lease is no longer held.
+    pub async fn heartbeat(
+        &self,
+        worker: Uuid,
+        held: &[(i64, Uuid)],
+    ) -> Result<Heartbeat, StoreError> {
+        dispatch!(self, q => q.heartbeat(worker, held).await)
+    }
+    /// Fails the tasks whose lease expired on their last allowed attempt
+    /// (each time, the worker holding them vanished: a task that kills its
+    /// worker must not be rescued forever), with their jobs; returns how
+    /// many tasks were failed.
+    pub async fn reap(&self) -> Result<u64, StoreError> {
+        dispatch!(self, q => q.reap().await)
     }
     /// Claims up to `max` runnable tasks (queued, or running with an expired lease).
     pub async fn claim(&self, worker: Uuid, max: u32) -> Result<Vec<ClaimedTask>, StoreError> {

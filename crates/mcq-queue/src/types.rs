@@ -243,3 +243,22 @@ pub struct TaskDone {
     /// Kernel time in milliseconds.
     pub compute_ms: f64,
 }
+
+/// What a heartbeat found out about the leases a worker presented.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Tasks whose job was cancelled (or failed through a sibling): stop
+    /// them. Each is reported once; their lease is gone afterwards.
+    pub cancelled: Vec<i64>,
+    /// Tasks no longer held under the presented token: finished already,
+    /// or expired and claimed again elsewhere. Computing them further is
+    /// wasted work, and their completion will be refused.
+    pub lost: Vec<i64>,
+}
+
+impl Heartbeat {
+    /// Nothing to stop: every presented lease was renewed.
+    pub fn is_clear(&self) -> bool {
+        self.cancelled.is_empty() && self.lost.is_empty()
+    }
+}

@@ -73,6 +73,11 @@ pub(crate) async fn run(
         config.heartbeat_interval,
         background.clone(),
     ));
+    tracker.spawn(heartbeat::reap(
+        store.clone(),
+        config.heartbeat_interval,
+        shutdown.clone(),
+    ));
     if let Some(interval) = config.prune_interval {
         tracker.spawn(heartbeat::prune(store.clone(), interval, shutdown.clone()));
     }

@@ -1,5 +1,6 @@
 //! Background loops that keep a worker's standing in the store: lease
-//! renewal with cancellation delivery, and occasional pruning.
+//! renewal with cancellation delivery, reaping of tasks that exhausted
+//! their attempts by losing their workers, and occasional pruning.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,21 +36,49 @@ pub(crate) async fn renew_leases(
             () = stop.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        match store.heartbeat(worker).await {
-            Ok(cancelled) => {
+        match store.heartbeat(worker, &held.snapshot()).await {
+            Ok(reply) => {
                 if failing {
                     tracing::info!("heartbeat succeeded again");
                     failing = false;
                 }
-                if !cancelled.is_empty() {
-                    let stopped = held.cancel(&cancelled);
-                    tracing::info!(tasks = ?cancelled, stopped, "jobs cancelled: stopping their tasks");
+                if !reply.cancelled.is_empty() {
+                    let stopped = held.cancel(&reply.cancelled);
+                    tracing::info!(tasks = ?reply.cancelled, stopped, "jobs cancelled: stopping their tasks");
+                }
+                // A task completed between the snapshot and the renewal is
+                // reported too; only one still held was really lost.
+                let stopped = held.cancel(&reply.lost);
+                if stopped > 0 {
+                    tracing::warn!(tasks = ?reply.lost, stopped, "leases lost (expired and taken over): stopping those tasks");
                 }
             }
             Err(err) => {
                 failing = true;
                 tracing::warn!(error = %err, held = held.len(), "heartbeat failed; leases may expire");
             }
+        }
+    }
+}
+
+/// Fails tasks whose lease expired on their last attempt, every `interval`
+/// until `stop`. Any worker may do it: the statement skips rows another
+/// worker is reaping.
+pub(crate) async fn reap(store: Store, interval: Duration, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        match store.reap().await {
+            Ok(0) => {}
+            Ok(failed) => tracing::warn!(
+                failed,
+                "failed tasks whose lease expired on their last attempt"
+            ),
+            Err(err) => tracing::debug!(error = %err, "reaping failed; will try again"),
         }
     }
 }

@@ -10,19 +10,20 @@ use uuid::Uuid;
 use super::{CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{ClaimedTask, TaskDone, TaskOutput};
+use crate::types::{ClaimedTask, Heartbeat, TaskDone, TaskOutput};
 
 // Joins against small id lists also name the ids with `= ANY(...)`: without
 // it the planner may hash-join against a full scan of `tasks` or `jobs`
 // (it cannot see how few rows a CTE or an unnest yields).
 
-/// Claim: expired leases first (rescue), then queued tasks that are due,
+/// Claim: expired leases with attempts left first (rescue; those without
+/// are for `reap`), then queued tasks that are due,
 /// both skipping rows another claimer holds; each claimed task gets a new
 /// token and one more attempt, and its job starts running.
 const CLAIM: &str = "
 WITH rescue AS (
     SELECT id FROM tasks
-    WHERE state = 'running' AND lease_expires_at < now()
+    WHERE state = 'running' AND lease_expires_at < now() AND attempt < $4
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), fresh AS (
@@ -91,6 +92,30 @@ UPDATE jobs j SET state = 'succeeded', finished_at = now(), price = i.price
 FROM input i
 WHERE j.id = i.id AND j.id = ANY($1) AND j.state IN ('queued', 'running')";
 
+/// Heartbeat: renews the presented leases still held; tells (once) the
+/// presented tasks of cancelled jobs and drops their token; every other
+/// presented task — finished, or lost to a rescue — comes back as lost.
+const HEARTBEAT: &str = "
+WITH input AS (
+    SELECT * FROM unnest($2::int8[], $3::uuid[]) AS i(id, token)
+), beat AS (
+    UPDATE workers SET last_heartbeat_at = now() WHERE id = $1
+), renewed AS (
+    UPDATE tasks t SET lease_expires_at = now() + make_interval(secs => $4)
+    FROM input i
+    WHERE t.id = i.id AND t.id = ANY($2) AND t.lease_token = i.token AND t.state = 'running'
+    RETURNING t.id
+), told AS (
+    UPDATE tasks t SET lease_token = NULL, lease_expires_at = NULL
+    FROM input i
+    WHERE t.id = i.id AND t.id = ANY($2) AND t.lease_token = i.token AND t.state <> 'running'
+    RETURNING t.id
+)
+SELECT i.id, EXISTS (SELECT 1 FROM told WHERE told.id = i.id) AS cancelled
+FROM input i
+WHERE NOT EXISTS (SELECT 1 FROM renewed WHERE renewed.id = i.id)
+ORDER BY i.id";
+
 /// A job whose last task this completion finished.
 struct Finishing<'a> {
     job_id: Uuid,
@@ -110,6 +135,7 @@ impl PgQueue {
             .bind(worker)
             .bind(i64::from(max))
             .bind(self.lease_secs())
+            .bind(i32::try_from(self.config.max_attempts).unwrap_or(i32::MAX))
             .fetch_all(&self.pool)
             .await?;
         rows.iter()
@@ -129,27 +155,67 @@ impl PgQueue {
             .collect()
     }
 
-    /// Renews the worker's heartbeat and leases in one statement; the tasks
-    /// of cancelled jobs it still held are returned once and let go.
-    pub(crate) async fn heartbeat(&self, worker: Uuid) -> Result<Vec<i64>, StoreError> {
-        let ids = sqlx::query_scalar(
-            "WITH beat AS (
-                 UPDATE workers SET last_heartbeat_at = now() WHERE id = $1
-             ), renewed AS (
-                 UPDATE tasks SET lease_expires_at = now() + make_interval(secs => $2)
-                 WHERE worker_id = $1 AND lease_token IS NOT NULL AND state = 'running'
-             ), told AS (
-                 UPDATE tasks SET lease_token = NULL, lease_expires_at = NULL
-                 WHERE worker_id = $1 AND lease_token IS NOT NULL AND state <> 'running'
-                 RETURNING id
-             )
-             SELECT id FROM told ORDER BY id",
+    /// Renews the worker's heartbeat and the presented leases in one
+    /// statement; presented tasks of cancelled jobs are told once and let
+    /// go, and presented tasks not held under their token are reported lost.
+    pub(crate) async fn heartbeat(
+        &self,
+        worker: Uuid,
+        held: &[(i64, Uuid)],
+    ) -> Result<Heartbeat, StoreError> {
+        let ids: Vec<i64> = held.iter().map(|h| h.0).collect();
+        let tokens: Vec<Uuid> = held.iter().map(|h| h.1).collect();
+        let rows = sqlx::query(HEARTBEAT)
+            .bind(worker)
+            .bind(&ids)
+            .bind(tokens)
+            .bind(self.lease_secs())
+            .fetch_all(&self.pool)
+            .await?;
+        let mut reply = Heartbeat::default();
+        for row in rows {
+            let id: i64 = row.try_get("id")?;
+            if row.try_get("cancelled")? {
+                reply.cancelled.push(id);
+            } else {
+                reply.lost.push(id);
+            }
+        }
+        Ok(reply)
+    }
+
+    /// Fails tasks whose lease expired on their last attempt, with their
+    /// jobs (siblings cancelled, as for a failure through `fail`).
+    pub(crate) async fn reap(&self) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(
+            "UPDATE tasks SET state = 'failed', finished_at = now(),
+                 error = format('lease expired on attempt %s of %s: the worker holding the task \
+                                 was lost each time (killed, crashed or cut off)', attempt, $1::int),
+                 lease_token = NULL, lease_expires_at = NULL
+             WHERE id IN (
+                 SELECT id FROM tasks
+                 WHERE state = 'running' AND lease_expires_at < now() AND attempt >= $1
+                 FOR UPDATE SKIP LOCKED)
+             RETURNING id, job_id, error",
         )
-        .bind(worker)
-        .bind(self.lease_secs())
-        .fetch_all(&self.pool)
+        .bind(i32::try_from(self.config.max_attempts).unwrap_or(i32::MAX))
+        .fetch_all(&mut *tx)
         .await?;
-        Ok(ids)
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut errors = Vec::with_capacity(rows.len());
+        for row in &rows {
+            ids.push(row.try_get::<i64, _>("id")?);
+            jobs.push(row.try_get::<Uuid, _>("job_id")?);
+            errors.push(row.try_get::<String, _>("error")?);
+        }
+        fail_jobs(&mut tx, &jobs, &errors).await?;
+        tx.commit().await?;
+        Ok(ids.len() as u64)
     }
 
     /// Fenced batch completion; finished jobs get their result in the same
@@ -310,23 +376,7 @@ impl PgQueue {
         let job_id: Uuid = row.try_get("job_id")?;
         let state: String = row.try_get("state")?;
         if state == "failed" {
-            // Running siblings keep their token: the next heartbeat of their
-            // worker tells it to stop.
-            sqlx::query(
-                "UPDATE tasks SET state = 'cancelled', finished_at = now()
-                 WHERE job_id = $1 AND state IN ('queued', 'running')",
-            )
-            .bind(job_id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "UPDATE jobs SET state = 'failed', error = $2, finished_at = now()
-                 WHERE id = $1 AND state IN ('queued', 'running')",
-            )
-            .bind(job_id)
-            .bind(error)
-            .execute(&mut *tx)
-            .await?;
+            fail_jobs(&mut tx, &[job_id], &[error.to_owned()]).await?;
         } else {
             requeue_jobs(&mut tx, &[job_id], &[task_id], 0).await?;
             sqlx::query("SELECT pg_notify($1, '')")
@@ -377,6 +427,33 @@ impl PgQueue {
         tx.commit().await?;
         Ok(rows.len())
     }
+}
+
+/// Jobs whose task failed for good: they fail with its error, and their
+/// other unfinished tasks are cancelled. Running siblings keep their token:
+/// the next heartbeat of their worker tells it to stop.
+async fn fail_jobs(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    jobs: &[Uuid],
+    errors: &[String],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE tasks SET state = 'cancelled', finished_at = now()
+         WHERE job_id = ANY($1) AND state IN ('queued', 'running')",
+    )
+    .bind(jobs)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "UPDATE jobs j SET state = 'failed', error = i.error, finished_at = now()
+         FROM (SELECT DISTINCT ON (id) id, error FROM unnest($1::uuid[], $2::text[]) AS i(id, error)) i
+         WHERE j.id = i.id AND j.id = ANY($1) AND j.state IN ('queued', 'running')",
+    )
+    .bind(jobs)
+    .bind(errors)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// After tasks went back to the queue: each job gives back `refund`

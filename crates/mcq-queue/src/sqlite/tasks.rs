@@ -10,15 +10,16 @@ use uuid::Uuid;
 use super::{SqliteQueue, duration_us, now_us};
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{ClaimedTask, TaskDone, TaskOutput};
+use crate::types::{ClaimedTask, Heartbeat, TaskDone, TaskOutput};
 
-/// Expired leases first (rescue), then due queued tasks in order.
+/// Expired leases with attempts left first (rescue; the others are for
+/// `reap`), then due queued tasks in order.
 const CLAIM: &str = "
 UPDATE tasks
 SET state = 'running', attempt = attempt + 1, lease_token = randomblob(16),
     lease_expires_at = ?1 + ?2, worker_id = ?3
 WHERE id IN (
-    SELECT id FROM (SELECT id FROM tasks WHERE state = 'running' AND lease_expires_at < ?1 LIMIT ?4)
+    SELECT id FROM (SELECT id FROM tasks WHERE state = 'running' AND lease_expires_at < ?1 AND attempt < ?5 LIMIT ?4)
     UNION ALL
     SELECT id FROM (SELECT id FROM tasks WHERE state = 'queued' AND run_at <= ?1 ORDER BY run_at, id LIMIT ?4)
     LIMIT ?4)
@@ -38,6 +39,7 @@ impl SqliteQueue {
             .bind(self.lease_us())
             .bind(worker)
             .bind(i64::from(max))
+            .bind(i64::from(self.config.max_attempts))
             .fetch_all(&mut *tx)
             .await?;
         let mut per_job: BTreeMap<Uuid, i64> = BTreeMap::new();
@@ -79,8 +81,13 @@ impl SqliteQueue {
         Ok(claimed)
     }
 
-    /// Renews heartbeat and leases; reports (once) held tasks of cancelled jobs.
-    pub(crate) async fn heartbeat(&self, worker: Uuid) -> Result<Vec<i64>, StoreError> {
+    /// Renews heartbeat and the presented leases; reports presented tasks
+    /// of cancelled jobs (once) and presented tasks no longer held.
+    pub(crate) async fn heartbeat(
+        &self,
+        worker: Uuid,
+        held: &[(i64, Uuid)],
+    ) -> Result<Heartbeat, StoreError> {
         let now = now_us();
         let mut tx = self.write().await?;
         sqlx::query("UPDATE workers SET last_heartbeat_at = ?2 WHERE id = ?1")
@@ -88,25 +95,53 @@ impl SqliteQueue {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
-            "UPDATE tasks SET lease_expires_at = ?2
-             WHERE worker_id = ?1 AND lease_token IS NOT NULL AND state = 'running'",
+        let mut reply = Heartbeat::default();
+        for &(task_id, token) in held {
+            let state: Option<String> = sqlx::query_scalar(
+                "UPDATE tasks SET
+                     lease_expires_at = CASE WHEN state = 'running' THEN ?3 END,
+                     lease_token = CASE WHEN state = 'running' THEN lease_token END
+                 WHERE id = ?1 AND lease_token = ?2
+                 RETURNING state",
+            )
+            .bind(task_id)
+            .bind(token)
+            .bind(now + self.lease_us())
+            .fetch_optional(&mut *tx)
+            .await?;
+            match state.as_deref() {
+                Some("running") => {}
+                Some(_) => reply.cancelled.push(task_id),
+                None => reply.lost.push(task_id),
+            }
+        }
+        tx.commit().await?;
+        reply.cancelled.sort_unstable();
+        reply.lost.sort_unstable();
+        Ok(reply)
+    }
+
+    /// Fails tasks whose lease expired on their last attempt, with their jobs.
+    pub(crate) async fn reap(&self) -> Result<u64, StoreError> {
+        let now = now_us();
+        let mut tx = self.write().await?;
+        let rows = sqlx::query(
+            "UPDATE tasks SET state = 'failed', finished_at = ?1,
+                 error = 'lease expired on attempt ' || attempt || ' of ' || ?2 || ': the worker holding \
+                          the task was lost each time (killed, crashed or cut off)',
+                 lease_token = NULL, lease_expires_at = NULL
+             WHERE state = 'running' AND lease_expires_at < ?1 AND attempt >= ?2
+             RETURNING job_id, error",
         )
-        .bind(worker)
-        .bind(now + self.lease_us())
-        .execute(&mut *tx)
-        .await?;
-        let mut told: Vec<i64> = sqlx::query_scalar(
-            "UPDATE tasks SET lease_token = NULL, lease_expires_at = NULL
-             WHERE worker_id = ?1 AND lease_token IS NOT NULL AND state <> 'running'
-             RETURNING id",
-        )
-        .bind(worker)
+        .bind(now)
+        .bind(i64::from(self.config.max_attempts))
         .fetch_all(&mut *tx)
         .await?;
+        for row in &rows {
+            fail_job(&mut tx, row.try_get("job_id")?, row.try_get("error")?, now).await?;
+        }
         tx.commit().await?;
-        told.sort_unstable();
-        Ok(told)
+        Ok(rows.len() as u64)
     }
 
     /// Fenced completion; a job's result is written with its last task.
@@ -248,23 +283,7 @@ impl SqliteQueue {
         let job_id: Uuid = row.try_get("job_id")?;
         let state: String = row.try_get("state")?;
         if state == "failed" {
-            sqlx::query(
-                "UPDATE tasks SET state = 'cancelled', finished_at = ?2
-                 WHERE job_id = ?1 AND state IN ('queued', 'running')",
-            )
-            .bind(job_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "UPDATE jobs SET state = 'failed', error = ?2, finished_at = ?3
-                 WHERE id = ?1 AND state IN ('queued', 'running')",
-            )
-            .bind(job_id)
-            .bind(error)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            fail_job(&mut tx, job_id, error, now).await?;
         } else {
             requeue_job(&mut tx, job_id, 0).await?;
         }
@@ -310,6 +329,35 @@ impl SqliteQueue {
         }
         Ok(released)
     }
+}
+
+/// A job whose task failed for good fails with its error; its other
+/// unfinished tasks are cancelled (running ones keep their token until
+/// their worker's heartbeat is told).
+async fn fail_job(
+    tx: &mut Transaction<'static, Sqlite>,
+    job_id: Uuid,
+    error: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE tasks SET state = 'cancelled', finished_at = ?2
+         WHERE job_id = ?1 AND state IN ('queued', 'running')",
+    )
+    .bind(job_id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "UPDATE jobs SET state = 'failed', error = ?2, finished_at = ?3
+         WHERE id = ?1 AND state IN ('queued', 'running')",
+    )
+    .bind(job_id)
+    .bind(error)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// After tasks of a job went back to the queue: give back `refund`

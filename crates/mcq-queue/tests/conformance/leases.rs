@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use mcq_queue::JobState;
+use mcq_queue::{JobState, QueueConfig};
 
-use crate::harness::{Db, compute, quick, single, submit, worker};
+use crate::harness::{Db, batch, compute, quick, single, submit, worker};
 
 pub(crate) async fn expired_lease_is_rescued_by_next_claim(db: &Db) {
     let store = db.store(quick(300)).await;
@@ -57,7 +57,14 @@ pub(crate) async fn heartbeat_keeps_lease_alive(db: &Db) {
         .expect("a task");
     for _ in 0..8 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(store.heartbeat(a).await.expect("heartbeat").is_empty());
+        let held = [(task.task_id, task.lease_token)];
+        assert!(
+            store
+                .heartbeat(a, &held)
+                .await
+                .expect("heartbeat")
+                .is_clear()
+        );
         assert!(
             store.claim(b, 1).await.expect("claim").is_empty(),
             "a renewed lease is not rescued"
@@ -175,4 +182,86 @@ pub(crate) async fn release_hands_back_without_spending_an_attempt(db: &Db) {
             .expect("complete")
             .is_empty()
     );
+}
+
+pub(crate) async fn heartbeat_renews_only_presented_leases(db: &Db) {
+    let store = db.store(quick(300)).await;
+    submit(&store, batch(2)).await;
+    let (a, b) = (worker(&store).await, worker(&store).await);
+    let claimed = store.claim(a, 2).await.expect("claim");
+    let (kept, forgotten) = (&claimed[0], &claimed[1]);
+    // Worker a never saw `forgotten` (say the claim's answer was lost), so
+    // it presents only `kept`: the other lease must run out.
+    let held = [(kept.task_id, kept.lease_token)];
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            store
+                .heartbeat(a, &held)
+                .await
+                .expect("heartbeat")
+                .is_clear()
+        );
+    }
+    let rescued = store.claim(b, 2).await.expect("claim");
+    assert_eq!(
+        rescued.iter().map(|t| t.task_id).collect::<Vec<_>>(),
+        vec![forgotten.task_id],
+        "only the unpresented lease expired"
+    );
+    // Had worker a known it, its heartbeat now reports the task as lost.
+    let reply = store
+        .heartbeat(a, &[(forgotten.task_id, forgotten.lease_token)])
+        .await
+        .expect("heartbeat");
+    assert_eq!(reply.lost, vec![forgotten.task_id]);
+    assert!(reply.cancelled.is_empty());
+    // Completed tasks are no longer held either.
+    assert!(
+        store
+            .complete(a, vec![compute(kept)])
+            .await
+            .expect("complete")
+            .is_empty()
+    );
+    assert_eq!(
+        store.heartbeat(a, &held).await.expect("heartbeat").lost,
+        vec![kept.task_id]
+    );
+}
+
+pub(crate) async fn lease_expiring_on_last_attempt_fails_the_job(db: &Db) {
+    let config = QueueConfig {
+        max_attempts: 2,
+        ..quick(200)
+    };
+    let store = db.store(config).await;
+    let id = submit(&store, single(1)).await.job_ids[0];
+    let w = worker(&store).await;
+    for attempt in 1..=2 {
+        let task = store
+            .claim(w, 1)
+            .await
+            .expect("claim")
+            .pop()
+            .expect("a task with attempts left is claimable");
+        assert_eq!(task.attempt, attempt);
+        assert_eq!(store.reap().await.expect("reap"), 0, "the lease is alive");
+        // The worker dies with the task (a poison task would kill every one).
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    assert!(
+        store.claim(w, 1).await.expect("claim").is_empty(),
+        "no rescue beyond max_attempts"
+    );
+    assert_eq!(store.reap().await.expect("reap"), 1);
+    assert_eq!(store.reap().await.expect("reap"), 0, "reaped once");
+    let job = store.job(id).await.expect("read").expect("job");
+    assert_eq!(job.state, JobState::Failed);
+    let error = job.error.expect("an error");
+    assert!(
+        error.contains("lease expired on attempt 2 of 2"),
+        "error says what happened: {error}"
+    );
+    assert!(job.timings.finished_at.is_some() && job.result.is_none());
 }

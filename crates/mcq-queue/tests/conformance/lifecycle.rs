@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use mcq_kernel::CHUNK_PATHS;
-use mcq_queue::{JobState, QueueConfig, Submission};
+use mcq_queue::{Heartbeat, JobState, QueueConfig, Submission};
 
 use crate::harness::{Db, batch, compute, drain, single, spec, submit, worker};
 
@@ -119,7 +119,11 @@ pub(crate) async fn last_attempt_fails_job_and_cancels_siblings(db: &Db) {
         "nothing of the job is left to claim"
     );
     assert_eq!(
-        store.heartbeat(b).await.expect("heartbeat"),
+        store
+            .heartbeat(b, &[(sibling.task_id, sibling.lease_token)])
+            .await
+            .expect("heartbeat")
+            .cancelled,
         vec![sibling.task_id],
         "running sibling told to stop"
     );
@@ -168,18 +172,32 @@ pub(crate) async fn cancel_running_job_is_reported_by_heartbeat(db: &Db) {
         .expect("claim")
         .pop()
         .expect("a task");
-    assert!(store.heartbeat(w).await.expect("heartbeat").is_empty());
+    let held = [(task.task_id, task.lease_token)];
+    assert!(
+        store
+            .heartbeat(w, &held)
+            .await
+            .expect("heartbeat")
+            .is_clear()
+    );
     assert_eq!(
         store.cancel_job(id).await.expect("cancel"),
         Some(JobState::Cancelled)
     );
     assert_eq!(
-        store.heartbeat(w).await.expect("heartbeat"),
-        vec![task.task_id]
+        store.heartbeat(w, &held).await.expect("heartbeat"),
+        Heartbeat {
+            cancelled: vec![task.task_id],
+            lost: vec![]
+        }
     );
-    assert!(
-        store.heartbeat(w).await.expect("heartbeat").is_empty(),
-        "told once"
+    assert_eq!(
+        store.heartbeat(w, &held).await.expect("heartbeat"),
+        Heartbeat {
+            cancelled: vec![],
+            lost: vec![task.task_id]
+        },
+        "told once; afterwards the lease is simply gone"
     );
     assert_eq!(
         store
@@ -228,9 +246,14 @@ pub(crate) async fn cancel_batch_counts_unfinished_jobs(db: &Db) {
         (view.counts.succeeded, view.counts.cancelled, view.done),
         (1, 4, true)
     );
+    let held: Vec<(i64, uuid::Uuid)> = tasks.iter().map(|t| (t.task_id, t.lease_token)).collect();
     assert_eq!(
-        store.heartbeat(w).await.expect("heartbeat"),
-        vec![tasks[1].task_id]
+        store.heartbeat(w, &held).await.expect("heartbeat"),
+        Heartbeat {
+            cancelled: vec![tasks[1].task_id],
+            lost: vec![tasks[0].task_id]
+        },
+        "the running task is told; the completed one is not held"
     );
     assert!(store.claim(w, 10).await.expect("claim").is_empty());
     assert_eq!(store.cancel_batch(batch_id).await.expect("cancel"), Some(0));

@@ -49,6 +49,8 @@ conformance! {
     leases::heartbeat_keeps_lease_alive,
     leases::late_completion_fail_and_release_are_refused,
     leases::release_hands_back_without_spending_an_attempt,
+    leases::heartbeat_renews_only_presented_leases,
+    leases::lease_expiring_on_last_attempt_fails_the_job,
     lifecycle::failure_retries_after_backoff,
     lifecycle::last_attempt_fails_job_and_cancels_siblings,
     lifecycle::cancel_queued_job_leaves_queue,

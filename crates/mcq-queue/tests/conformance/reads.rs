@@ -182,7 +182,7 @@ pub(crate) async fn workers_are_listed_with_counters_until_deregistered(db: &Db)
             .expect("complete")
             .is_empty()
     );
-    assert!(store.heartbeat(w).await.expect("heartbeat").is_empty());
+    assert!(store.heartbeat(w, &[]).await.expect("heartbeat").is_clear());
     let listed = store.workers().await.expect("workers");
     let me = listed.iter().find(|v| v.id == w).expect("listed");
     assert_eq!((me.tasks_done, me.jobs_done), (3, 3));

@@ -48,7 +48,7 @@ async fn store_survives_a_postgres_restart() {
         other => panic!("a stopped server must give a database error, got {other:?}"),
     }
     assert!(matches!(
-        store.heartbeat(w).await,
+        store.heartbeat(w, &[]).await,
         Err(StoreError::Database(_))
     ));
     // The listener fails to reconnect; waiting still ends at the timeout.
