@@ -180,26 +180,38 @@ pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-/// SIGTERM (on Unix) and Ctrl-C, registered up front.
-struct Signals {
+/// SIGTERM and SIGINT (Ctrl-C), registered up front: a supervisor may
+/// signal as soon as the process is up, and a signal arriving before its
+/// handler exists would kill the process outright.
+pub(crate) struct Signals {
     #[cfg(unix)]
     term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
-    fn install() -> Signals {
-        Signals {
-            #[cfg(unix)]
-            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
+    /// Registers the handlers; must run inside the runtime.
+    pub(crate) fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+            }
         }
+        #[cfg(not(unix))]
+        Signals {}
     }
 
-    async fn wait(self) {
+    /// Resolves on the first SIGTERM or SIGINT.
+    pub(crate) async fn wait(self) {
         #[cfg(unix)]
-        if let Some(mut term) = self.term {
+        if let (Some(mut term), Some(mut int)) = (self.term, self.int) {
             tokio::select! {
                 _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
+                _ = int.recv() => {}
             }
             return;
         }

@@ -9,7 +9,7 @@ use mcq_queue::{QueueConfig, Store, StoreError};
 use mcq_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
-use super::serve::{init_tracing, redact};
+use super::serve::{Signals, init_tracing, redact};
 
 /// Flags of `mcq worker`.
 #[derive(Debug, clap::Args)]
@@ -69,10 +69,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
+        let signals = Signals::install();
         tokio::spawn({
             let shutdown = shutdown.clone();
             async move {
-                wait_for_signal().await;
+                signals.wait().await;
                 tracing::info!("signal received: finishing in-flight tasks, then exiting");
                 shutdown.cancel();
             }
@@ -133,22 +134,6 @@ fn seconds(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(Duration::from_secs_f64(value))
-}
-
-/// Resolves on SIGTERM or SIGINT (Ctrl-C).
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]
