@@ -207,7 +207,9 @@ impl Store {
     /// Renews the worker's heartbeat and the leases it presents as
     /// `(task id, lease token)` — only those: a task claimed by a round trip
     /// whose answer never arrived is not renewed, so its lease runs out and
-    /// the task is rescued. Reports the presented tasks whose job was
+    /// the task is rescued. A lease is renewed once past half its length,
+    /// so a heartbeat every third of a lease (or more often) keeps it alive
+    /// while rewriting only long-running tasks. Reports the presented tasks whose job was
     /// cancelled (once each) and those whose lease is no longer held.
     pub async fn heartbeat(
         &self,

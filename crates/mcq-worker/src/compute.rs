@@ -45,7 +45,7 @@ pub(crate) fn spawn(
 ) {
     pool.spawn(move || {
         let start = Instant::now();
-        let outcome = match catch_unwind(AssertUnwindSafe(|| compute(&task, &cancel))) {
+        let outcome = match catch_unwind(AssertUnwindSafe(|| compute(&task, &cancel, start))) {
             Ok(outcome) => outcome,
             Err(payload) => Outcome::Failed {
                 error: panic_text(payload.as_ref()),
@@ -65,8 +65,10 @@ pub(crate) fn spawn(
     });
 }
 
-/// Runs the kernel for one task on the calling thread.
-pub(crate) fn compute(task: &ClaimedTask, cancel: &AtomicBool) -> Outcome {
+/// Runs the kernel for one task on the calling thread. A task that covers
+/// every chunk of its job is finished here, into the job's result: the
+/// store then records it with no partial to write and merge.
+pub(crate) fn compute(task: &ClaimedTask, cancel: &AtomicBool, start: Instant) -> Outcome {
     if cancel.load(Ordering::Relaxed) {
         return Outcome::Cancelled;
     }
@@ -81,6 +83,11 @@ pub(crate) fn compute(task: &ClaimedTask, cancel: &AtomicBool) -> Outcome {
         }
     };
     let output = match &task.chunks {
+        Some(chunks) if chunks.start == 0 && Some(chunks.end) == valid.chunk_count() => {
+            valid.run_chunks(chunks.clone(), cancel).map(|partial| {
+                TaskOutput::Result(valid.finish(&partial, start.elapsed().as_secs_f64() * 1e3))
+            })
+        }
         Some(chunks) => valid
             .run_chunks(chunks.clone(), cancel)
             .map(TaskOutput::Partial),

@@ -2,7 +2,7 @@
 //! by completion, failure or hand-back. Every statement that ends a lease
 //! is fenced: it only touches rows still `running` under the caller's token.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use sqlx::Row as _;
 use uuid::Uuid;
@@ -10,16 +10,22 @@ use uuid::Uuid;
 use super::{CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
+use mcq_kernel::PriceResult;
+
 use crate::types::{ClaimedTask, Heartbeat, TaskDone, TaskOutput};
 
-// Joins against small id lists also name the ids with `= ANY(...)`: without
-// it the planner may hash-join against a full scan of `tasks` or `jobs`
-// (it cannot see how few rows a CTE or an unnest yields).
+// Row estimates of CTEs are guesses (usually one row), so these statements
+// avoid joining one CTE against another: a nested loop over two CTEs of a
+// thousand rows each is a million comparisons. Results that belong to
+// different CTEs come back as separate rows of a UNION ALL instead, and
+// per-job arithmetic happens in Rust between statements.
 
 /// Claim: expired leases with attempts left first (rescue; those without
-/// are for `reap`), then queued tasks that are due,
-/// both skipping rows another claimer holds; each claimed task gets a new
-/// token and one more attempt, and its job starts running.
+/// are for `reap`), then queued tasks that are due, both skipping rows
+/// another claimer holds; each claimed task gets a new token and one more
+/// attempt, and its job starts running (job rows locked in id order).
+/// Rows with a task id are the claimed tasks; rows without carry the spec
+/// of each job involved.
 const CLAIM: &str = "
 WITH rescue AS (
     SELECT id FROM tasks
@@ -39,47 +45,59 @@ WITH rescue AS (
     WHERE t.id = ANY(ARRAY(SELECT id FROM rescue UNION ALL SELECT id FROM fresh))
     RETURNING t.id, t.job_id, t.lease_token, t.attempt, t.chunk_start, t.chunk_end
 ), per_job AS (
-    SELECT job_id, count(*)::int AS n FROM claimed GROUP BY job_id
+    SELECT job_id, count(*)::int AS n FROM claimed GROUP BY job_id ORDER BY job_id
 ), started AS (
     UPDATE jobs j
     SET state = 'running', started_at = coalesce(j.started_at, now()), attempts = j.attempts + p.n
     FROM per_job p
-    WHERE j.id = p.job_id AND j.id = ANY(ARRAY(SELECT job_id FROM per_job))
+    WHERE j.id = p.job_id
     RETURNING j.id, j.spec::text AS spec
 )
-SELECT c.id, c.job_id, c.lease_token, c.attempt, c.chunk_start, c.chunk_end, s.spec
-FROM claimed c JOIN started s ON s.id = c.job_id
-ORDER BY c.id";
+SELECT id, job_id, lease_token, attempt, chunk_start, chunk_end, NULL::text AS spec FROM claimed
+UNION ALL
+SELECT NULL, id, NULL, NULL, NULL, NULL, spec FROM started";
 
-/// Complete, step 1: fenced task updates, one counter bump per job (under
-/// the job's row lock, so exactly one completer sees `tasks_done` reach
-/// `task_count`), and the worker's counter.
+/// Complete, step 1: the fenced task updates. Accepted rows come back.
 const COMPLETE_TASKS: &str = "
-WITH input AS (
-    SELECT * FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::float8[]) AS i(id, token, partial, ms)
-), done AS (
-    UPDATE tasks t
-    SET state = 'succeeded', partial = i.partial::json, compute_ms = i.ms, finished_at = now(),
-        lease_token = NULL, lease_expires_at = NULL
-    FROM input i
-    WHERE t.id = i.id AND t.id = ANY($1) AND t.state = 'running' AND t.lease_token = i.token
-    RETURNING t.id, t.job_id, i.ms
-), per_job AS (
-    SELECT job_id, count(*)::int AS n, sum(ms) AS ms FROM done GROUP BY job_id
-), bumped AS (
-    UPDATE jobs j
-    SET tasks_done = j.tasks_done + p.n, compute_ms = j.compute_ms + p.ms
-    FROM per_job p
-    WHERE j.id = p.job_id AND j.id = ANY(ARRAY(SELECT job_id FROM per_job))
-    RETURNING j.id, j.task_count, j.tasks_done, j.compute_ms, j.spec
-), worker AS (
-    UPDATE workers SET tasks_done = tasks_done + (SELECT count(*) FROM done) WHERE id = $5
-)
-SELECT d.id, d.job_id, b.task_count, b.compute_ms,
-       CASE WHEN b.tasks_done >= b.task_count THEN b.spec::text END AS spec
-FROM done d JOIN bumped b ON b.id = d.job_id";
+UPDATE tasks t
+SET state = 'succeeded', partial = i.partial::json, compute_ms = i.ms, finished_at = now(),
+    lease_token = NULL, lease_expires_at = NULL
+FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::float8[]) AS i(id, token, partial, ms)
+WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
+RETURNING t.id, t.job_id";
 
-/// Complete, step 2: results of the jobs this transaction finished.
+/// Complete, step 2, per job of the accepted tasks (in id order, so that
+/// completers lock job rows in one order): bump the task counter under the
+/// row lock, so exactly one completer sees `tasks_done` reach `task_count`.
+/// A whole-job task brings its result: that job succeeds right here. Rows
+/// come back for jobs finished without a result (split jobs, to merge).
+const COMPLETE_JOBS: &str = "
+WITH bumped AS (
+    UPDATE jobs j
+    SET tasks_done = j.tasks_done + i.n, compute_ms = j.compute_ms + i.ms,
+        state = CASE WHEN i.result IS NOT NULL AND j.state IN ('queued', 'running')
+                     THEN 'succeeded' ELSE j.state END,
+        finished_at = CASE WHEN i.result IS NOT NULL AND j.state IN ('queued', 'running')
+                           THEN now() ELSE j.finished_at END,
+        price = CASE WHEN i.result IS NOT NULL AND j.state IN ('queued', 'running')
+                     THEN i.price ELSE j.price END
+    FROM unnest($1::uuid[], $2::int[], $3::float8[], $4::text[], $5::float8[])
+         AS i(id, n, ms, result, price)
+    WHERE j.id = i.id
+    RETURNING j.id, j.state, j.task_count, j.tasks_done, j.compute_ms, i.result,
+              CASE WHEN i.result IS NULL AND j.tasks_done >= j.task_count THEN j.spec::text END AS spec
+), saved AS (
+    INSERT INTO results (job_id, result)
+    SELECT id, result::json FROM bumped WHERE result IS NOT NULL AND state = 'succeeded'
+), worker AS (
+    UPDATE workers
+    SET tasks_done = tasks_done + $6,
+        jobs_done = jobs_done + (SELECT count(*) FROM bumped WHERE result IS NOT NULL AND state = 'succeeded')
+    WHERE id = $7
+)
+SELECT id, compute_ms, spec FROM bumped WHERE spec IS NOT NULL";
+
+/// Complete, step 3: results of split jobs this transaction finished.
 const FINISH_JOBS: &str = "
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::float8[]) AS i(id, result, price)
@@ -90,39 +108,44 @@ WITH input AS (
 )
 UPDATE jobs j SET state = 'succeeded', finished_at = now(), price = i.price
 FROM input i
-WHERE j.id = i.id AND j.id = ANY($1) AND j.state IN ('queued', 'running')";
+WHERE j.id = i.id AND j.state IN ('queued', 'running')";
 
-/// Heartbeat: renews the presented leases still held; tells (once) the
-/// presented tasks of cancelled jobs and drops their token; every other
-/// presented task — finished, or lost to a rescue — comes back as lost.
+/// Heartbeat. Of the presented leases still held, renews those past half
+/// their length (a task that finishes sooner is never renewed, so a busy
+/// worker's heartbeat rewrites almost nothing); tells, once, the presented
+/// tasks of cancelled jobs and drops their token. Rows another transaction
+/// holds (a completion in flight) are skipped, never waited for, so a
+/// heartbeat cannot deadlock with its own worker's completions. What is
+/// held is judged on the statement's snapshot: a presented task whose row
+/// no longer carries the presented token is lost.
 const HEARTBEAT: &str = "
 WITH input AS (
     SELECT * FROM unnest($2::int8[], $3::uuid[]) AS i(id, token)
 ), beat AS (
     UPDATE workers SET last_heartbeat_at = now() WHERE id = $1
+), ours AS (
+    SELECT t.id, t.state FROM tasks t JOIN input i ON t.id = i.id AND t.lease_token = i.token
 ), renewed AS (
-    UPDATE tasks t SET lease_expires_at = now() + make_interval(secs => $4)
-    FROM input i
-    WHERE t.id = i.id AND t.id = ANY($2) AND t.lease_token = i.token AND t.state = 'running'
-    RETURNING t.id
+    UPDATE tasks SET lease_expires_at = now() + make_interval(secs => $4)
+    WHERE id IN (
+        SELECT t.id FROM tasks t JOIN input i ON t.id = i.id AND t.lease_token = i.token
+        WHERE t.state = 'running'
+          AND t.lease_expires_at < now() + make_interval(secs => $4 / 2)
+        ORDER BY t.id
+        FOR UPDATE OF t SKIP LOCKED)
 ), told AS (
-    UPDATE tasks t SET lease_token = NULL, lease_expires_at = NULL
-    FROM input i
-    WHERE t.id = i.id AND t.id = ANY($2) AND t.lease_token = i.token AND t.state <> 'running'
-    RETURNING t.id
+    UPDATE tasks SET lease_token = NULL, lease_expires_at = NULL
+    WHERE id IN (
+        SELECT t.id FROM tasks t JOIN input i ON t.id = i.id AND t.lease_token = i.token
+        WHERE t.state <> 'running'
+        ORDER BY t.id
+        FOR UPDATE OF t SKIP LOCKED)
+    RETURNING id
 )
 SELECT i.id, EXISTS (SELECT 1 FROM told WHERE told.id = i.id) AS cancelled
 FROM input i
-WHERE NOT EXISTS (SELECT 1 FROM renewed WHERE renewed.id = i.id)
+WHERE i.id IN (SELECT id FROM told) OR i.id NOT IN (SELECT id FROM ours)
 ORDER BY i.id";
-
-/// A job whose last task this completion finished.
-struct Finishing<'a> {
-    job_id: Uuid,
-    spec: String,
-    compute_ms: f64,
-    single: Option<&'a TaskOutput>,
-}
 
 impl PgQueue {
     /// Claims up to `max` tasks in one statement.
@@ -138,21 +161,32 @@ impl PgQueue {
             .bind(i32::try_from(self.config.max_attempts).unwrap_or(i32::MAX))
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ClaimedTask {
-                    task_id: row.try_get("id")?,
-                    job_id: row.try_get("job_id")?,
-                    lease_token: row.try_get("lease_token")?,
-                    attempt: u32::try_from(row.try_get::<i32, _>("attempt")?).unwrap_or(0),
-                    spec: plan::parse_spec(row.try_get("spec")?)?,
-                    chunks: plan::chunk_range(
-                        row.try_get("chunk_start")?,
-                        row.try_get("chunk_end")?,
-                    ),
-                })
-            })
-            .collect()
+        let mut specs = HashMap::new();
+        for row in &rows {
+            if let Some(spec) = row.try_get::<Option<&str>, _>("spec")? {
+                specs.insert(row.try_get::<Uuid, _>("job_id")?, plan::parse_spec(spec)?);
+            }
+        }
+        let mut claimed = Vec::with_capacity(rows.len() - specs.len());
+        for row in &rows {
+            let Some(task_id) = row.try_get::<Option<i64>, _>("id")? else {
+                continue;
+            };
+            let job_id: Uuid = row.try_get("job_id")?;
+            let spec = specs
+                .get(&job_id)
+                .ok_or_else(|| StoreError::Corrupt(format!("claimed task {task_id} has no job")))?;
+            claimed.push(ClaimedTask {
+                task_id,
+                job_id,
+                lease_token: row.try_get("lease_token")?,
+                attempt: u32::try_from(row.try_get::<i32, _>("attempt")?).unwrap_or(0),
+                spec: spec.clone(),
+                chunks: plan::chunk_range(row.try_get("chunk_start")?, row.try_get("chunk_end")?),
+            });
+        }
+        claimed.sort_unstable_by_key(|t| t.task_id);
+        Ok(claimed)
     }
 
     /// Renews the worker's heartbeat and the presented leases in one
@@ -243,33 +277,47 @@ impl PgQueue {
             .bind(tokens)
             .bind(partials)
             .bind(ms)
-            .bind(worker)
             .fetch_all(&mut *tx)
             .await?;
-        let mut accepted = std::collections::HashSet::with_capacity(rows.len());
-        let mut finishing = Vec::new();
-        let mut finished_jobs = std::collections::HashSet::new();
+        // Per job, in id order: tasks accepted, their kernel time, and the
+        // result a whole-job task brought.
+        let mut per_job: BTreeMap<Uuid, (i32, f64, Option<&PriceResult>)> = BTreeMap::new();
+        let mut accepted = HashSet::with_capacity(rows.len());
         for row in &rows {
             let task_id: i64 = row.try_get("id")?;
+            let task = by_id[&task_id];
             accepted.insert(task_id);
-            let Some(spec) = row.try_get::<Option<String>, _>("spec")? else {
-                continue;
-            };
-            // Two tasks of one job completed together both carry its spec.
-            if !finished_jobs.insert(row.try_get::<Uuid, _>("job_id")?) {
-                continue;
+            let entry = per_job.entry(row.try_get("job_id")?).or_default();
+            entry.0 += 1;
+            entry.1 += task.compute_ms;
+            if let TaskOutput::Result(result) = &task.output {
+                entry.2 = Some(result);
             }
-            let single =
-                (row.try_get::<i32, _>("task_count")? == 1).then(|| &by_id[&task_id].output);
-            finishing.push(Finishing {
-                job_id: row.try_get("job_id")?,
-                spec,
-                compute_ms: row.try_get("compute_ms")?,
-                single,
-            });
         }
-        if !finishing.is_empty() {
-            self.finish_jobs(&mut tx, worker, finishing).await?;
+        if !per_job.is_empty() {
+            let mut jobs = Vec::with_capacity(per_job.len());
+            let (mut counts, mut times) = (Vec::new(), Vec::new());
+            let (mut results, mut prices) = (Vec::new(), Vec::new());
+            for (job, (n, ms, result)) in &per_job {
+                jobs.push(*job);
+                counts.push(*n);
+                times.push(*ms);
+                results.push(result.map(plan::result_json).transpose()?);
+                prices.push(result.map(|r| r.price));
+            }
+            let finishing = sqlx::query(COMPLETE_JOBS)
+                .bind(jobs)
+                .bind(counts)
+                .bind(times)
+                .bind(results)
+                .bind(prices)
+                .bind(rows.len() as i64)
+                .bind(worker)
+                .fetch_all(&mut *tx)
+                .await?;
+            if !finishing.is_empty() {
+                self.finish_split_jobs(&mut tx, worker, &finishing).await?;
+            }
         }
         tx.commit().await?;
         Ok(ids
@@ -278,64 +326,49 @@ impl PgQueue {
             .collect())
     }
 
-    /// Turns the finished jobs' outputs into results and writes them.
-    async fn finish_jobs(
+    /// Merges the partials of split jobs whose last task just completed
+    /// and writes their results.
+    async fn finish_split_jobs(
         &self,
         tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
         worker: Uuid,
-        finishing: Vec<Finishing<'_>>,
+        finishing: &[sqlx::postgres::PgRow],
     ) -> Result<(), StoreError> {
-        // Multi-task jobs: every task's partial, committed by others or written above.
-        let multi: Vec<Uuid> = finishing
-            .iter()
-            .filter(|f| f.single.is_none())
-            .map(|f| f.job_id)
-            .collect();
-        let mut partials: HashMap<Uuid, Vec<String>> = HashMap::new();
-        if !multi.is_empty() {
-            let rows = sqlx::query(
-                "SELECT job_id, partial::text AS partial FROM tasks
-                 WHERE job_id = ANY($1) AND state = 'succeeded' ORDER BY job_id, chunk_start",
-            )
-            .bind(&multi)
-            .fetch_all(&mut **tx)
-            .await?;
-            for row in rows {
-                let partial: Option<String> = row.try_get("partial")?;
-                let partial = partial.ok_or_else(|| {
-                    StoreError::Corrupt("a task of a split job has no partial".into())
-                })?;
-                partials
-                    .entry(row.try_get("job_id")?)
-                    .or_default()
-                    .push(partial);
-            }
+        let mut jobs = Vec::with_capacity(finishing.len());
+        for row in finishing {
+            jobs.push(row.try_get::<Uuid, _>("id")?);
         }
-        let (mut ids, mut results, mut prices) = (Vec::new(), Vec::new(), Vec::new());
-        for job in finishing {
-            let result = match job.single {
-                Some(TaskOutput::Result(result)) => result.clone(),
-                Some(TaskOutput::Partial(p)) => {
-                    plan::valid_spec(&job.spec)?.finish(p, job.compute_ms)
-                }
-                None => {
-                    let parts = partials
-                        .get(&job.job_id)
-                        .map(Vec::as_slice)
-                        .unwrap_or_default();
-                    plan::finish_from_partials(
-                        &job.spec,
-                        parts.iter().map(String::as_str),
-                        job.compute_ms,
-                    )?
-                }
-            };
-            ids.push(job.job_id);
+        let rows = sqlx::query(
+            "SELECT job_id, partial::text AS partial FROM tasks
+             WHERE job_id = ANY($1) AND state = 'succeeded' ORDER BY job_id, chunk_start",
+        )
+        .bind(&jobs)
+        .fetch_all(&mut **tx)
+        .await?;
+        let mut partials: HashMap<Uuid, Vec<String>> = HashMap::new();
+        for row in rows {
+            let partial: Option<String> = row.try_get("partial")?;
+            let partial = partial.ok_or_else(|| {
+                StoreError::Corrupt("a task of a split job has no partial".into())
+            })?;
+            partials
+                .entry(row.try_get("job_id")?)
+                .or_default()
+                .push(partial);
+        }
+        let (mut results, mut prices) = (Vec::new(), Vec::new());
+        for (job, row) in jobs.iter().zip(finishing) {
+            let parts = partials.get(job).map(Vec::as_slice).unwrap_or_default();
+            let result = plan::finish_from_partials(
+                row.try_get("spec")?,
+                parts.iter().map(String::as_str),
+                row.try_get("compute_ms")?,
+            )?;
             prices.push(result.price);
             results.push(plan::result_json(&result)?);
         }
         sqlx::query(FINISH_JOBS)
-            .bind(ids)
+            .bind(jobs)
             .bind(results)
             .bind(prices)
             .bind(worker)
@@ -402,7 +435,7 @@ impl PgQueue {
             "UPDATE tasks t SET state = 'queued', attempt = greatest(t.attempt - 1, 0), run_at = now(),
                  lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
              FROM unnest($1::int8[], $2::uuid[]) AS i(id, token)
-             WHERE t.id = i.id AND t.id = ANY($1) AND t.state = 'running' AND t.lease_token = i.token
+             WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
              RETURNING t.id, t.job_id",
         )
         .bind(ids)
@@ -447,7 +480,7 @@ async fn fail_jobs(
     sqlx::query(
         "UPDATE jobs j SET state = 'failed', error = i.error, finished_at = now()
          FROM (SELECT DISTINCT ON (id) id, error FROM unnest($1::uuid[], $2::text[]) AS i(id, error)) i
-         WHERE j.id = i.id AND j.id = ANY($1) AND j.state IN ('queued', 'running')",
+         WHERE j.id = i.id AND j.state IN ('queued', 'running')",
     )
     .bind(jobs)
     .bind(errors)
@@ -474,7 +507,7 @@ async fn requeue_jobs(
                  WHERE t.job_id = j.id AND t.state = 'running' AND t.id <> ALL($2)
              ) THEN 'queued' ELSE j.state END
          FROM (SELECT job_id, count(*)::int AS n FROM unnest($1::uuid[]) AS job_id GROUP BY job_id) p
-         WHERE j.id = p.job_id AND j.id = ANY($1) AND j.state = 'running'",
+         WHERE j.id = p.job_id AND j.state = 'running'",
     )
     .bind(jobs)
     .bind(tasks)

@@ -81,8 +81,9 @@ impl SqliteQueue {
         Ok(claimed)
     }
 
-    /// Renews heartbeat and the presented leases; reports presented tasks
-    /// of cancelled jobs (once) and presented tasks no longer held.
+    /// Renews heartbeat and the presented leases past half their length;
+    /// reports presented tasks of cancelled jobs (once) and presented tasks
+    /// no longer held.
     pub(crate) async fn heartbeat(
         &self,
         worker: Uuid,
@@ -97,22 +98,34 @@ impl SqliteQueue {
             .await?;
         let mut reply = Heartbeat::default();
         for &(task_id, token) in held {
-            let state: Option<String> = sqlx::query_scalar(
-                "UPDATE tasks SET
-                     lease_expires_at = CASE WHEN state = 'running' THEN ?3 END,
-                     lease_token = CASE WHEN state = 'running' THEN lease_token END
-                 WHERE id = ?1 AND lease_token = ?2
-                 RETURNING state",
+            let row = sqlx::query(
+                "SELECT state, lease_expires_at FROM tasks WHERE id = ?1 AND lease_token = ?2",
             )
             .bind(task_id)
             .bind(token)
-            .bind(now + self.lease_us())
             .fetch_optional(&mut *tx)
             .await?;
-            match state.as_deref() {
-                Some("running") => {}
-                Some(_) => reply.cancelled.push(task_id),
-                None => reply.lost.push(task_id),
+            let Some(row) = row else {
+                reply.lost.push(task_id);
+                continue;
+            };
+            let state: String = row.try_get("state")?;
+            let expires: Option<i64> = row.try_get("lease_expires_at")?;
+            if state != "running" {
+                sqlx::query(
+                    "UPDATE tasks SET lease_token = NULL, lease_expires_at = NULL WHERE id = ?1",
+                )
+                .bind(task_id)
+                .execute(&mut *tx)
+                .await?;
+                reply.cancelled.push(task_id);
+            } else if expires.is_none_or(|at| at < now + self.lease_us() / 2) {
+                // Past half its length: renew (as on PostgreSQL).
+                sqlx::query("UPDATE tasks SET lease_expires_at = ?2 WHERE id = ?1")
+                    .bind(task_id)
+                    .bind(now + self.lease_us())
+                    .execute(&mut *tx)
+                    .await?;
             }
         }
         tx.commit().await?;
