@@ -9,6 +9,22 @@ use crate::plan;
 use crate::store::StoreError;
 use crate::types::{JobState, WorkerInfo};
 
+/// Deletes the jobs named by `$select` (a chunk at most), with their tasks
+/// and results, in one statement returning how many jobs went. There are
+/// no foreign keys to cascade: they cost every insert a lookup.
+macro_rules! delete_jobs {
+    ($select:literal $(,)?) => {
+        concat!(
+            "WITH gone AS (DELETE FROM jobs WHERE id IN (",
+            $select,
+            ") RETURNING id),
+             tasks_gone AS (DELETE FROM tasks WHERE job_id = ANY(ARRAY(SELECT id FROM gone))),
+             results_gone AS (DELETE FROM results WHERE job_id = ANY(ARRAY(SELECT id FROM gone)))
+             SELECT count(*) FROM gone"
+        )
+    };
+}
+
 /// Rows deleted per statement by [`PgQueue::prune`], so retention never
 /// holds long locks or writes a huge transaction.
 const PRUNE_CHUNK: i64 = 5000;
@@ -96,22 +112,22 @@ impl PgQueue {
     /// Deletes what finished before `now() - retention`: unbatched jobs,
     /// then whole batches all of whose jobs finished before then, then
     /// expired idempotency keys and long-silent worker rows. Tasks and
-    /// results go with their jobs (`ON DELETE CASCADE`).
+    /// results go with their jobs, in the same statement.
     pub(crate) async fn prune(&self) -> Result<u64, StoreError> {
         let keep = self.config.retention.as_secs_f64();
         let mut deleted = 0;
         loop {
-            let n = sqlx::query(
-                "DELETE FROM jobs WHERE id IN (
-                     SELECT id FROM jobs
-                     WHERE batch_id IS NULL AND finished_at < now() - make_interval(secs => $1)
-                     LIMIT $2)",
-            )
+            let n: i64 = sqlx::query_scalar(delete_jobs!(
+                "SELECT id FROM jobs
+                 WHERE batch_id IS NULL AND submitted_at < now() - make_interval(secs => $1)
+                   AND finished_at < now() - make_interval(secs => $1)
+                 LIMIT $2",
+            ))
             .bind(keep)
             .bind(PRUNE_CHUNK)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+            .fetch_one(&self.pool)
+            .await?;
+            let n = n as u64;
             deleted += n;
             if n < PRUNE_CHUNK as u64 {
                 break;
@@ -153,14 +169,14 @@ impl PgQueue {
     async fn prune_batches(&self, batches: &[Uuid]) -> Result<u64, StoreError> {
         let mut deleted = 0;
         loop {
-            let n = sqlx::query(
-                "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE batch_id = ANY($1) LIMIT $2)",
-            )
+            let n: i64 = sqlx::query_scalar(delete_jobs!(
+                "SELECT id FROM jobs WHERE batch_id = ANY($1) LIMIT $2",
+            ))
             .bind(batches)
             .bind(PRUNE_CHUNK)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+            .fetch_one(&self.pool)
+            .await?;
+            let n = n as u64;
             deleted += n;
             if n < PRUNE_CHUNK as u64 {
                 break;

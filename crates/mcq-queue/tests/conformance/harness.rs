@@ -154,3 +154,27 @@ pub(crate) fn quick(lease_ms: u64) -> QueueConfig {
         ..QueueConfig::default()
     }
 }
+
+/// Tasks and results whose job no longer exists (none, if deletions keep
+/// the three tables together), read straight from the database.
+pub(crate) async fn orphans(db: &Db) -> i64 {
+    const ORPHANS: &str = "SELECT
+        (SELECT count(*) FROM tasks t WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = t.job_id))
+      + (SELECT count(*) FROM results r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id))";
+    match db {
+        Db::Postgres(url) => {
+            let pool = sqlx::PgPool::connect(url).await.expect("connect");
+            sqlx::query_scalar(ORPHANS)
+                .fetch_one(&pool)
+                .await
+                .expect("count")
+        }
+        Db::Sqlite(..) => {
+            let pool = sqlx::SqlitePool::connect(&db.url()).await.expect("connect");
+            sqlx::query_scalar(ORPHANS)
+                .fetch_one(&pool)
+                .await
+                .expect("count")
+        }
+    }
+}

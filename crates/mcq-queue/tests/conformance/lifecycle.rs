@@ -5,7 +5,7 @@ use std::time::Duration;
 use mcq_kernel::CHUNK_PATHS;
 use mcq_queue::{Heartbeat, JobState, QueueConfig, Submission};
 
-use crate::harness::{Db, batch, compute, drain, single, spec, submit, worker};
+use crate::harness::{Db, batch, compute, drain, orphans, single, spec, submit, worker};
 
 pub(crate) async fn failure_retries_after_backoff(db: &Db) {
     let config = QueueConfig {
@@ -298,6 +298,11 @@ pub(crate) async fn retention_prunes_only_old_finished_work(db: &Db) {
             .is_none()
     );
     assert!(store.job(old_single).await.expect("read").is_none());
+    assert_eq!(
+        orphans(db).await,
+        0,
+        "tasks and results went with their jobs"
+    );
     // The second batch finished just now (drained after the sleep).
     assert!(
         store
