@@ -57,14 +57,30 @@ SELECT id, job_id, lease_token, attempt, chunk_start, chunk_end, NULL::text AS s
 UNION ALL
 SELECT NULL, id, NULL, NULL, NULL, NULL, spec FROM started";
 
-/// Complete, step 1: the fenced task updates. Accepted rows come back.
+/// Complete, step 1: the fenced task transitions; accepted rows come back.
+/// A task of a split job succeeds and keeps its partial for the merge. A
+/// whole-job task (it brings a result, no partial) is deleted instead: its
+/// job row is about to record everything it did, and a delete writes no
+/// new row version and no index entries.
 const COMPLETE_TASKS: &str = "
-UPDATE tasks t
-SET state = 'succeeded', partial = i.partial::json, compute_ms = i.ms, finished_at = now(),
-    lease_token = NULL, lease_expires_at = NULL
-FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::float8[]) AS i(id, token, partial, ms)
-WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
-RETURNING t.id, t.job_id";
+WITH input AS (
+    SELECT * FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::float8[]) AS i(id, token, partial, ms)
+), whole AS (
+    DELETE FROM tasks t
+    USING input i
+    WHERE t.id = i.id AND i.partial IS NULL AND t.state = 'running' AND t.lease_token = i.token
+    RETURNING t.id, t.job_id
+), split AS (
+    UPDATE tasks t
+    SET state = 'succeeded', partial = i.partial::json, compute_ms = i.ms, finished_at = now(),
+        lease_token = NULL, lease_expires_at = NULL
+    FROM input i
+    WHERE t.id = i.id AND i.partial IS NOT NULL AND t.state = 'running' AND t.lease_token = i.token
+    RETURNING t.id, t.job_id
+)
+SELECT id, job_id FROM whole
+UNION ALL
+SELECT id, job_id FROM split";
 
 /// Complete, step 2, per job of the accepted tasks (in id order, so that
 /// completers lock job rows in one order): bump the task counter under the
