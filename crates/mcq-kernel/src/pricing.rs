@@ -84,6 +84,18 @@ impl ValidSpec {
         }
     }
 
+    /// The same spec with another seed, sharing this one's tables: they
+    /// depend on the model only, so a worker pricing a batch of specs that
+    /// differ only in their seed builds them once. `exact` has no seed.
+    #[must_use]
+    pub fn with_seed(&self, seed: u64) -> ValidSpec {
+        let mut copy = self.clone();
+        if copy.spec.method != Method::Exact {
+            copy.spec.seed = Some(seed);
+        }
+        copy
+    }
+
     /// The spec (with the seed, once drawn).
     pub fn spec(&self) -> &Spec {
         &self.spec

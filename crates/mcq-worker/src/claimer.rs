@@ -104,6 +104,7 @@ pub(crate) async fn run(
         counters: counters.clone(),
         pace,
         pool,
+        specs: Arc::default(),
         finished: Some(finished_tx),
         local: VecDeque::new(),
         backoff: Backoff::new(),
@@ -175,6 +176,8 @@ struct Claimer {
     counters: Arc<Counters>,
     pace: Arc<Pace>,
     pool: rayon::ThreadPool,
+    /// Kernel tables shared by tasks whose specs differ only in the seed.
+    specs: Arc<compute::Specs>,
     /// Dropped at shutdown so the completer ends once every job has reported.
     finished: Option<mpsc::UnboundedSender<Finished>>,
     /// Claimed tasks waiting for a free slot.
@@ -253,7 +256,14 @@ impl Claimer {
                 return;
             };
             if let Some((task, cancel)) = self.local.pop_front() {
-                compute::spawn(&self.pool, task, cancel, permit, finished.clone());
+                compute::spawn(
+                    &self.pool,
+                    self.specs.clone(),
+                    task,
+                    cancel,
+                    permit,
+                    finished.clone(),
+                );
             }
         }
     }

@@ -149,3 +149,39 @@ fn cancelling_stops_the_computation() {
     assert!(spec.price(&cancel).is_err());
     assert!(spec.run_chunks(0..3, &cancel).is_err());
 }
+
+#[test]
+fn reseeding_a_validated_spec_equals_validating_the_reseeded_spec() {
+    for vr in [
+        VarianceReduction::None,
+        VarianceReduction::Antithetic,
+        VarianceReduction::Auto,
+    ] {
+        let base = Spec {
+            runs: Some(3 * CHUNK_PATHS + 5),
+            seed: Some(1),
+            variance_reduction: vr,
+            ..Spec::default()
+        };
+        let reseeded = valid(base.clone()).with_seed(77);
+        assert_eq!(reseeded.spec().seed, Some(77));
+        let fresh = valid(Spec {
+            seed: Some(77),
+            ..base.clone()
+        });
+        same_bits(
+            &reseeded.price(&running()).expect("not cancelled"),
+            &fresh.price(&running()).expect("not cancelled"),
+        );
+        let original = valid(base).price(&running()).expect("not cancelled");
+        assert_ne!(
+            original.price.to_bits(),
+            fresh
+                .price(&running())
+                .expect("not cancelled")
+                .price
+                .to_bits(),
+            "another seed, another estimate"
+        );
+    }
+}
