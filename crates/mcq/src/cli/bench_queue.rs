@@ -158,18 +158,22 @@ async fn bench(args: Args) -> anyhow::Result<()> {
 
 /// SIGKILL a worker holding two long tasks while another idles; time until
 /// both tasks are claimed again (lease expiry plus pickup).
+/// Chunks of each task of the recovery batch (one task per job).
+const LONG_TASK_CHUNKS: u64 = 20_000;
+
 async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::Result<()> {
     let lease = QueueConfig::default().lease;
     let mut fleet = Fleet::default();
     fleet.spawn(url, "victim", &["--concurrency", "2"], logs)?;
-    // Long tasks (hundreds of chunks), so they are still running when killed.
+    // Long tasks (20,000 chunks, seconds each on a release build), so they
+    // are still running when the victim is killed.
     let long = |seed| Spec {
-        runs: Some(400 * CHUNK_PATHS),
+        runs: Some(LONG_TASK_CHUNKS * CHUNK_PATHS),
         seed: Some(seed),
         ..Spec::default()
     };
     let submitted = QueueConfig {
-        chunks_per_task: 400,
+        chunks_per_task: LONG_TASK_CHUNKS,
         ..QueueConfig::default()
     };
     let submitter = Store::connect(url, submitted)
