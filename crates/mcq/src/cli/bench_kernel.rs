@@ -8,16 +8,20 @@
 //! row reports the fastest and the median of its repeats. Ratios are taken
 //! between the fastest runs of the same invocation.
 
+mod report;
+mod shapes;
+
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::Context;
 use mcq_kernel::original::{NetRandom, Sample, Xoshiro256};
-use mcq_kernel::{
-    CHUNK_PATHS, DEFAULT_DOWN, DEFAULT_UP, OptionKind, Spec, ValidSpec, VarianceReduction,
-};
+use mcq_kernel::{CHUNK_PATHS, Spec, ValidSpec, VarianceReduction};
 use serde_json::{Value, json};
+
+use report::Report;
+use shapes::shapes;
 
 /// Flags of this subcommand.
 #[derive(Debug, clap::Args)]
@@ -197,100 +201,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One input shape of the "other inputs" table.
-struct Shape {
-    name: &'static str,
-    periods: u32,
-    interest: f64,
-    exercise: f64,
-    option: OptionKind,
-}
-
-/// The inputs on which "never slower than 1 ns per path-step" is checked:
-/// short and long paths, p near 0 and near 1, puts, deep in and out of the
-/// money. p = (interest − 0.8)/0.6 with the default up 1.4 and down 0.8.
-const SHAPES: [Shape; 11] = {
-    const fn shape(name: &'static str, periods: u32, interest: f64, exercise: f64) -> Shape {
-        Shape {
-            name,
-            periods,
-            interest,
-            exercise,
-            option: OptionKind::Call,
-        }
-    }
-    const fn put(mut s: Shape) -> Shape {
-        s.option = OptionKind::Put;
-        s
-    }
-    [
-        shape("defaults (20 periods, call)", 20, 1.08, 30.0),
-        shape("1 period", 1, 1.08, 30.0),
-        shape("2 periods", 2, 1.08, 30.0),
-        shape("7 periods", 7, 1.08, 30.0),
-        shape("40 periods", 40, 1.08, 30.0),
-        shape("400 periods", 400, 1.08, 30.0),
-        shape("p = 0.001 (interest 0.8006)", 20, 0.8006, 30.0),
-        shape("p = 0.999 (interest 1.3994)", 20, 1.3994, 30.0),
-        put(shape("put", 20, 1.08, 30.0)),
-        put(shape("put, 1 period", 1, 1.08, 30.0)),
-        shape("deep out of the money (strike 300)", 20, 1.08, 300.0),
-    ]
-};
-
-/// One row of the "other inputs" table: ns per path-step per estimator
-/// (`None` where the estimator does not accept the shape).
-struct ShapeRow {
-    name: &'static str,
-    periods: u32,
-    p: f64,
-    put: bool,
-    estimators: Vec<Option<Samples>>,
-}
-
-/// Every estimator on every shape, single thread, about `steps`
-/// path-steps per run (whole chunks).
-fn shapes(steps: u64, repeats: u32) -> anyhow::Result<Vec<ShapeRow>> {
-    let mut rows: Vec<(String, Run<'_>)> = Vec::new();
-    let mut slots = Vec::new();
-    for (i, shape) in SHAPES.iter().enumerate() {
-        let chunks = (steps / u64::from(shape.periods))
-            .div_ceil(CHUNK_PATHS)
-            .max(1);
-        for (j, (_, vr)) in ESTIMATORS.iter().enumerate() {
-            let spec = Spec {
-                periods: shape.periods,
-                interest: shape.interest,
-                exercise: shape.exercise,
-                option: shape.option,
-                runs: Some(chunks * CHUNK_PATHS),
-                seed: Some(1),
-                variance_reduction: *vr,
-                ..Spec::default()
-            };
-            if let Ok(valid) = spec.validate() {
-                rows.push((String::new(), kernel_run(valid, chunks)));
-                slots.push((i, j));
-            }
-        }
-    }
-    let samples = interleave(&mut rows, repeats);
-    let mut out: Vec<ShapeRow> = SHAPES
-        .iter()
-        .map(|s| ShapeRow {
-            name: s.name,
-            periods: s.periods,
-            p: (s.interest - DEFAULT_DOWN) / (DEFAULT_UP - DEFAULT_DOWN),
-            put: s.option == OptionKind::Put,
-            estimators: ESTIMATORS.iter().map(|_| None).collect(),
-        })
-        .collect();
-    for ((i, j), s) in slots.into_iter().zip(samples) {
-        out[i].estimators[j] = Some(s);
-    }
-    Ok(out)
-}
-
 /// One row of the scaling table.
 struct Scaling {
     threads: usize,
@@ -391,184 +301,4 @@ fn to_target(args: &Args) -> anyhow::Result<Vec<ToTarget>> {
         }
     }
     Ok(out)
-}
-
-/// Everything one invocation measured, for printing.
-struct Report<'a> {
-    args: &'a Args,
-    paths: u64,
-    original_paths: u64,
-    cpus: usize,
-    names: &'a [String],
-    single: &'a [Samples],
-    ratio: f64,
-    shapes: &'a [ShapeRow],
-    scaling: &'a [Scaling],
-    to_target: &'a [ToTarget],
-}
-
-/// A variance reduction's name as in the JSON contract (`arithmetic`, …).
-fn vr_name(vr: VarianceReduction) -> String {
-    serde_json::to_value(vr)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-impl Report<'_> {
-    fn efficiency(&self, s: &Scaling) -> (f64, f64) {
-        let speedup = self.scaling[0].samples.best() / s.samples.best();
-        (speedup, speedup / s.threads as f64)
-    }
-
-    /// The slowest best time over every shape and estimator.
-    fn worst_shape(&self) -> Option<(&str, &str, f64)> {
-        self.shapes
-            .iter()
-            .flat_map(|row| {
-                row.estimators
-                    .iter()
-                    .zip(ESTIMATORS)
-                    .filter_map(move |(s, (e, _))| s.as_ref().map(|s| (row.name, e, s.best())))
-            })
-            .max_by(|a, b| a.2.total_cmp(&b.2))
-    }
-
-    fn json(&self) -> Value {
-        let faithful = self.single[0].best();
-        json!({
-            "periods": self.args.periods,
-            "paths_per_run": self.paths,
-            "original_paths_per_run": self.original_paths,
-            "repeats": self.args.repeats,
-            "cpus": self.cpus,
-            "single_thread": self.names.iter().zip(self.single).map(|(name, s)| json!({
-                "name": name,
-                "ns_per_path_step": s.best(),
-                "median_ns_per_path_step": s.median(),
-                "speedup_vs_original": faithful / s.best(),
-            })).collect::<Vec<_>>(),
-            "ratio_plain_vs_original": self.ratio,
-            "shapes": self.shapes.iter().map(|row| json!({
-                "name": row.name,
-                "periods": row.periods,
-                "p": row.p,
-                "put": row.put,
-                "ns_per_path_step": ESTIMATORS.iter().zip(&row.estimators)
-                    .map(|((_, vr), s)| (vr_name(*vr), s.as_ref().map_or(Value::Null, Samples::json)))
-                    .collect::<serde_json::Map<_, _>>(),
-            })).collect::<Vec<_>>(),
-            "worst_shape_ns_per_path_step": self.worst_shape().map(|w| w.2),
-            "scaling": self.scaling.iter().map(|s| {
-                let (speedup, efficiency) = self.efficiency(s);
-                json!({
-                    "threads": s.threads,
-                    "ns_per_path_step": s.samples.best(),
-                    "median_ns_per_path_step": s.samples.median(),
-                    "speedup": speedup,
-                    "efficiency": efficiency,
-                    "same_bits_as_one_thread": s.same_bits,
-                })
-            }).collect::<Vec<_>>(),
-            "to_target": self.to_target.iter().map(|t| json!({
-                "estimator": t.estimator,
-                "variance_reduction": vr_name(t.used),
-                "target_std_error": self.args.target_std_error,
-                "paths": t.paths,
-                "std_error": t.std_error,
-                "max_paths_reached": t.max_paths_reached,
-                "ms": t.ms.best(),
-                "median_ms": t.ms.median(),
-            })).collect::<Vec<_>>(),
-        })
-    }
-
-    fn text(&self) -> String {
-        let mut out = format!(
-            "mcq bench kernel: {} periods, {} paths per kernel run (original loop: {}), {} repeats interleaved, {} CPUs\n",
-            self.args.periods, self.paths, self.original_paths, self.args.repeats, self.cpus
-        );
-        out += "\nsingle thread, defaults                                ns/path-step: best   median   best vs faithful\n";
-        let faithful = self.single[0].best();
-        for (name, s) in self.names.iter().zip(self.single) {
-            out += &format!(
-                "{name:<62} {:>8.3} {:>8.3} {:>9.1}×\n",
-                s.best(),
-                s.median(),
-                faithful / s.best()
-            );
-        }
-        out += &format!(
-            "\nkernel plain vs the faithful original loop: {:.1}× (target ≥ 20×)\n",
-            self.ratio
-        );
-        if !self.shapes.is_empty() {
-            out += "\nother inputs, single thread, best ns/path-step\n";
-            out += &format!("{:<38}", "shape");
-            for (name, _) in ESTIMATORS {
-                let short = name.split(' ').next().unwrap_or(name);
-                out += &format!(" {short:>10}");
-            }
-            out += "\n";
-            for row in self.shapes {
-                out += &format!("{:<38}", row.name);
-                for s in &row.estimators {
-                    match s {
-                        Some(s) => out += &format!(" {:>10.3}", s.best()),
-                        None => out += &format!(" {:>10}", "—"),
-                    }
-                }
-                out += "\n";
-            }
-            if let Some((shape, estimator, ns)) = self.worst_shape() {
-                out += &format!(
-                    "slowest: {estimator} on {shape}, {ns:.3} ns/path-step (target ≤ 1)\n"
-                );
-            }
-        }
-        out += "\nthreads   ns/path-step (wall): best   median   speedup   efficiency   same bits as 1 thread\n";
-        for s in self.scaling {
-            let (speedup, efficiency) = self.efficiency(s);
-            out += &format!(
-                "{:>7} {:>26.3} {:>8.3} {:>8.2}× {:>11.0}% {:>10}\n",
-                s.threads,
-                s.samples.best(),
-                s.samples.median(),
-                speedup,
-                100.0 * efficiency,
-                s.same_bits
-            );
-        }
-        if !self.to_target.is_empty() {
-            out += &format!(
-                "\ntime to a standard error of {:e} at the defaults ({} threads, validation included)\n",
-                self.args.target_std_error,
-                rayon::current_num_threads()
-            );
-            for t in self.to_target {
-                out += &format!(
-                    "{:<20} ({:<10}) {:>12} paths  std error {:.3e}  {:>9.1} ms best {:>9.1} ms median{}\n",
-                    t.estimator,
-                    vr_name(t.used),
-                    t.paths,
-                    t.std_error,
-                    t.ms.best(),
-                    t.ms.median(),
-                    if t.max_paths_reached {
-                        "  (path limit hit)"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            if let [plain, best] = self.to_target {
-                out += &format!(
-                    "control variate speed-up: {:.0}× (median time), {:.0}× fewer paths\n",
-                    plain.ms.median() / best.ms.median(),
-                    plain.paths as f64 / best.paths as f64
-                );
-            }
-        }
-        out
-    }
 }
