@@ -159,6 +159,7 @@ fn bench_kernel_reports_every_section_as_json() {
     }
     assert!(rows.iter().any(|r| r["name"] == "kernel, plain"));
     assert!(positive(&v["ratio_plain_vs_original"]));
+    assert!(positive(&v["ratio_plain_vs_original_medians"]));
 
     let shapes = v["shapes"].as_array().unwrap();
     assert!(shapes.len() >= 5, "{v}");
