@@ -102,6 +102,34 @@ pub(crate) async fn jobs(store: &Store, batch: Uuid) -> anyhow::Result<Vec<JobVi
     }
 }
 
+/// Waits up to two minutes for the batch to finish (failing early with the
+/// logs of `workers` if one dies), checks that every job succeeded and that
+/// each result equals the local kernel's bit for bit, and returns the jobs.
+pub(crate) async fn finish_and_check(
+    store: &Store,
+    batch: Uuid,
+    workers: &[&McqProcess],
+    specs: &[Spec],
+) -> anyhow::Result<Vec<JobView>> {
+    let view = wait_until(
+        store,
+        batch,
+        Duration::from_secs(120),
+        workers,
+        "the batch to finish",
+        |v| v.done,
+    )
+    .await?;
+    assert_eq!(
+        view.counts.succeeded,
+        specs.len() as u64,
+        "every job succeeded: {view:?}"
+    );
+    let jobs = jobs(store, batch).await?;
+    assert_all_match_local(&jobs, specs);
+    Ok(jobs)
+}
+
 /// The same spec priced in this process.
 pub(crate) fn local_price(spec: &Spec) -> PriceResult {
     let valid = spec.validate().expect("test specs are valid");

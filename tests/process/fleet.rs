@@ -1,8 +1,6 @@
 //! Several worker processes share one batch: every job succeeds once, with
 //! the in-process result to the bit, however its tasks were spread.
 
-use std::time::Duration;
-
 use mcq_queue::JobState;
 use mcq_tests::{McqProcess, TempDir};
 
@@ -43,23 +41,7 @@ async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::R
         })
         .collect::<anyhow::Result<_>>()?;
     let refs: Vec<&McqProcess> = workers.iter().collect();
-    let view = batch::wait_until(
-        &store,
-        batch_id,
-        Duration::from_secs(120),
-        &refs,
-        "the batch to finish",
-        |v| v.done,
-    )
-    .await?;
-
-    assert_eq!(
-        view.counts.succeeded,
-        specs.len() as u64,
-        "every job succeeded: {view:?}"
-    );
-    let jobs = batch::jobs(&store, batch_id).await?;
-    batch::assert_all_match_local(&jobs, &specs);
+    let jobs = batch::finish_and_check(&store, batch_id, &refs, &specs).await?;
     // A job's attempts count claims of its tasks: more than its task count
     // would mean a task ran twice although no worker died.
     for job in &jobs {

@@ -50,23 +50,7 @@ async fn killed_workers_tasks_are_rescued_after_the_lease() -> anyhow::Result<()
     );
 
     let rescuer = McqProcess::worker("rescuer", &db.url, &args, logs.path())?;
-    let view = batch::wait_until(
-        &store,
-        batch_id,
-        Duration::from_secs(120),
-        &[&rescuer],
-        "the batch to finish",
-        |v| v.done,
-    )
-    .await?;
-    assert_eq!(
-        view.counts.succeeded,
-        specs.len() as u64,
-        "every job succeeded: {view:?}"
-    );
-
-    let jobs = batch::jobs(&store, batch_id).await?;
-    batch::assert_all_match_local(&jobs, &specs);
+    let jobs = batch::finish_and_check(&store, batch_id, &[&rescuer], &specs).await?;
     let rescued: Vec<_> = jobs.iter().filter(|j| j.attempts >= 2).collect();
     assert!(
         !rescued.is_empty(),
