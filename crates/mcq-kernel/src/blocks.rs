@@ -24,6 +24,24 @@ pub(crate) struct Pattern {
     pub(crate) gain: f64,
 }
 
+impl Pattern {
+    /// The map of `pattern` (bit j set = step j + 1 goes up) over `steps`
+    /// steps, computed as a walk computes it: spot 1, then spot ·= factor
+    /// and gain += spot per step.
+    pub(crate) fn of(model: &Model, steps: u32, pattern: usize) -> Self {
+        let (mut growth, mut gain) = (1.0, 0.0);
+        for j in 0..steps {
+            growth *= if pattern >> j & 1 == 1 {
+                model.up
+            } else {
+                model.down
+            };
+            gain += growth;
+        }
+        Self { growth, gain }
+    }
+}
+
 /// One alias-table column: keep `own` when the 32-bit draw is below
 /// `threshold`, else take `alias`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -33,13 +51,81 @@ struct Column {
     alias: u16,
 }
 
+/// Walker's alias table over at most [`SLOTS`] outcomes. The columns are
+/// padded to a power of two (padding has probability 0), so the column is
+/// the top bits of the draw and no division is needed.
+#[derive(Debug, Clone)]
+pub(crate) struct AliasTable {
+    shift: u32,
+    columns: Box<[Column; SLOTS]>,
+}
+
+impl AliasTable {
+    /// The table drawing outcome i with probability `probability[i]`
+    /// (normalised here), reporting it as `label(i)`.
+    pub(crate) fn new(probability: &[f64], label: impl Fn(usize) -> u16) -> Self {
+        debug_assert!((2..=SLOTS).contains(&probability.len()));
+        let bits = usize::BITS - (probability.len() - 1).leading_zeros();
+        let mut padded = probability.to_vec();
+        padded.resize(1 << bits, 0.0);
+        let mut columns = alias_columns(&padded);
+        for column in columns.iter_mut().take(padded.len()) {
+            // Padding is never drawn: its threshold is 0, so its column
+            // always yields its alias, a real outcome.
+            column.own = label(usize::from(column.own));
+            column.alias = label(usize::from(column.alias));
+        }
+        Self {
+            shift: 64 - bits,
+            columns,
+        }
+    }
+
+    /// The same table with its columns repeated to fill all [`SLOTS`], so
+    /// the column is always the top `MAX_BLOCK_STEPS` bits of the draw: a
+    /// constant shift and no mask in the loop ([`Self::draw_replicated`]).
+    /// Column c of the full table is column c mod k of the k-column one,
+    /// so every column keeps probability 1/k.
+    pub(crate) fn replicated(probability: &[f64], label: impl Fn(usize) -> u16) -> Self {
+        let mut table = Self::new(probability, label);
+        let used = 1usize << (64 - table.shift);
+        for column in used..SLOTS {
+            table.columns[column] = table.columns[column % used];
+        }
+        table.shift = 64 - MAX_BLOCK_STEPS;
+        table
+    }
+
+    /// [`Self::draw`] of a [`Self::replicated`] table.
+    #[inline(always)]
+    pub(crate) fn draw_replicated(&self, r: u64) -> u16 {
+        let column = self.columns[(r >> (64 - MAX_BLOCK_STEPS)) as usize];
+        std::hint::select_unpredictable((r as u32) < column.threshold, column.own, column.alias)
+    }
+
+    /// The label of the outcome drawn by the 64 random bits `r`: the top
+    /// bits pick a column, the low 32 bits its own outcome or its alias.
+    #[inline(always)]
+    pub(crate) fn draw(&self, r: u64) -> u16 {
+        let column = self.columns[(r >> self.shift) as usize & (SLOTS - 1)];
+        std::hint::select_unpredictable((r as u32) < column.threshold, column.own, column.alias)
+    }
+}
+
+#[cfg(test)]
+impl AliasTable {
+    /// The threshold of column `column`, to weigh draws exactly in tests.
+    pub(crate) fn threshold(&self, column: usize) -> u32 {
+        self.columns[column].threshold
+    }
+}
+
 /// The alias table of one block length.
 #[derive(Debug, Clone)]
 pub(crate) struct BlockTable {
     /// Steps per block.
     pub(crate) steps: u32,
-    shift: u32,
-    columns: Box<[Column; SLOTS]>,
+    alias: AliasTable,
     /// Affine maps, indexed by pattern (bit j set = step j + 1 goes up).
     pub(crate) patterns: Box<[Pattern; SLOTS]>,
     /// Per pattern: up moves `k` in the low 16 bits and the position-
@@ -58,24 +144,20 @@ impl BlockTable {
         let mut ups = Box::new([0u32; SLOTS]);
         let mut probability = vec![0.0; count];
         for pattern in 0..count {
-            let (mut s, mut gain, mut k, mut weighted) = (1.0, 0.0, 0u32, 0u32);
+            let (mut k, mut weighted) = (0u32, 0u32);
             for j in 0..steps {
-                let up = pattern >> j & 1 == 1;
-                s *= if up { model.up } else { model.down };
-                gain += s;
-                if up {
+                if pattern >> j & 1 == 1 {
                     k += 1;
                     weighted += steps - j;
                 }
             }
-            patterns[pattern] = Pattern { growth: s, gain };
+            patterns[pattern] = Pattern::of(model, steps, pattern);
             ups[pattern] = k | weighted << 16;
             probability[pattern] = powi(p, k) * powi(q, steps - k);
         }
         Self {
             steps,
-            shift: 64 - steps,
-            columns: alias_columns(&probability),
+            alias: AliasTable::new(&probability, |pattern| pattern as u16),
             patterns,
             ups,
         }
@@ -84,13 +166,7 @@ impl BlockTable {
     /// The pattern drawn by the 64 random bits `r`.
     #[inline(always)]
     pub(crate) fn draw(&self, r: u64) -> usize {
-        let column = self.columns[(r >> self.shift) as usize & (SLOTS - 1)];
-        let pick = std::hint::select_unpredictable(
-            (r as u32) < column.threshold,
-            column.own,
-            column.alias,
-        );
-        usize::from(pick) & (SLOTS - 1)
+        usize::from(self.alias.draw(r)) & (SLOTS - 1)
     }
 }
 
@@ -196,7 +272,7 @@ mod tests {
         // Every (column, 32-bit draw) pair, weighted exactly.
         let mut mass = [0.0f64; 8];
         for column in 0..8u64 {
-            let c = table.columns[column as usize];
+            let c = table.alias.columns[column as usize];
             let below = f64::from(c.threshold) / 4_294_967_296.0;
             mass[usize::from(c.own)] += below / 8.0;
             mass[usize::from(c.alias)] += (1.0 - below) / 8.0;

@@ -19,6 +19,7 @@ mod exact_sum;
 mod geometric;
 mod model;
 pub mod original;
+mod pair_blocks;
 mod partial;
 mod pricing;
 mod result;

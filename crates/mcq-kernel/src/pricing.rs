@@ -15,6 +15,7 @@ use crate::estimate::{self, Estimate};
 use crate::exact;
 use crate::geometric::{GeometricControl, MAX_GEOMETRIC_PERIODS};
 use crate::model::Model;
+use crate::pair_blocks::PairPlan;
 use crate::rng::{Stream, fresh_seed};
 use crate::simulate::block_paths;
 use crate::spec::{Method, Spec, VarianceReduction};
@@ -50,6 +51,8 @@ pub struct ValidSpec {
     model: Model,
     sampler: Sampler,
     plan: Arc<BlockPlan>,
+    /// The pair tables, for antithetic specs only.
+    pairs: Option<Arc<PairPlan>>,
     geometric: Option<Arc<GeometricControl>>,
     geometric_mean: Arc<OnceLock<f64>>,
 }
@@ -76,6 +79,8 @@ impl ValidSpec {
         let needs_geometric = !exact && matches!(sampler, Sampler::Geometric | Sampler::Both);
         Self {
             plan: Arc::new(BlockPlan::new(&model)),
+            pairs: (!exact && sampler == Sampler::Antithetic)
+                .then(|| Arc::new(PairPlan::new(&model))),
             geometric: needs_geometric.then(|| Arc::new(GeometricControl::new(&model))),
             geometric_mean: Arc::new(OnceLock::new()),
             spec,
@@ -137,10 +142,14 @@ impl ValidSpec {
         let sums = match self.sampler {
             Sampler::Antithetic => {
                 let pairs = paths.div_ceil(2);
+                // Built with the spec whenever the sampler is antithetic.
+                let Some(pair_plan) = self.pairs.as_deref() else {
+                    return Partial::default();
+                };
                 return Partial::from_chunk(
                     2 * pairs,
                     pairs,
-                    &antithetic_pairs(model, stream, pairs),
+                    &antithetic_pairs(model, pair_plan, stream, pairs),
                 );
             }
             Sampler::Plain => block_paths::<false, false>(model, plan, geo, stream, paths),

@@ -163,3 +163,23 @@ fn target_standard_error_mode_reaches_the_target_or_says_so() {
     assert!(!result.max_paths_reached);
     assert!((result.price - 9.530286028882).abs() < 4.0 * result.std_error);
 }
+
+/// The mirror really is the path's reflection: pairs are negatively
+/// correlated, so the antithetic estimator cuts the variance, whether pairs
+/// are counted (1 and 7 periods) or walked (20 and 33). Measured with the
+/// per-step-uniform pairs of earlier versions: 7.9×, 1.93×, 1.44×, 1.20×.
+/// Mirrors drawn independently would give a factor near 1.
+#[test]
+fn antithetic_pairs_cut_the_variance() {
+    for (periods, at_least) in [(1, 5.0), (7, 1.6), (20, 1.3), (33, 1.1)] {
+        let result = price(Spec {
+            periods,
+            runs: Some(400_000),
+            seed: Some(u64::from(periods)),
+            variance_reduction: VarianceReduction::Antithetic,
+            ..Spec::default()
+        });
+        let factor = result.variance_reduction_factor.unwrap();
+        assert!(factor > at_least, "{periods} periods: factor {factor}");
+    }
+}
