@@ -18,38 +18,68 @@ use std::time::Instant;
 
 use anyhow::Context;
 use mcq_kernel::original::{NetRandom, Sample, Xoshiro256};
-use mcq_kernel::{CHUNK_PATHS, Spec, ValidSpec, VarianceReduction};
+use mcq_kernel::{CHUNK_PATHS, MAX_RUNS, Spec, ValidSpec, VarianceReduction};
 use serde_json::{Value, json};
 
 use report::Report;
 use shapes::shapes;
 
+/// Most paths per timed run: the scaling table prices four times as many
+/// in one spec, which takes at most `MAX_RUNS` paths (whole chunks).
+const MAX_PATHS: u64 = MAX_RUNS / 4 / CHUNK_PATHS * CHUNK_PATHS;
+
+/// Most repeats: every row keeps one sample per repeat.
+const MAX_REPEATS: i64 = 1000;
+
+/// Most threads in the scaling table (one pool of that size at a time).
+const MAX_THREADS: i64 = 1024;
+
 /// Flags of this subcommand.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Paths per timed kernel run at the defaults (whole chunks of 65536;
-    /// the original loop runs an eighth of them, other shapes the same
-    /// number of path-steps).
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Paths per timed kernel run at the defaults (rounded up to whole
+    /// chunks of 65536; the original loop runs an eighth of them, other
+    /// shapes the same number of path-steps) [at most 2499936256].
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1..=MAX_PATHS))]
     paths: u64,
     /// Timed runs per row; the fastest and the median are reported.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=MAX_REPEATS))]
     repeats: u32,
-    /// Periods per path (the sample's 20 by default).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    /// Periods per path (the sample's 20 by default; up^periods must stay
+    /// at most 1e100 with the default up of 1.4, so at most 684).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
     periods: u32,
     /// Most threads in the scaling table [default: all cores].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS))]
     max_threads: Option<u16>,
-    /// Standard error for the time-to-target comparison (0 skips it).
-    #[arg(long, default_value_t = 1e-3)]
+    /// Standard error for the time-to-target comparison (a finite number
+    /// greater than 0).
+    #[arg(long, default_value_t = 1e-3, value_parser = positive_finite, allow_negative_numbers = true)]
     target_std_error: f64,
+    /// Skip the time-to-target comparison.
+    #[arg(long)]
+    no_target: bool,
     /// Skip the table of other inputs (periods, p near 0 and 1, puts).
     #[arg(long)]
     no_shapes: bool,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
+}
+
+/// Parses `--target-std-error`: a standard error is a finite number
+/// greater than 0 (NaN or 0 would make the section meaningless).
+fn positive_finite(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|e| format!("{e}: give a number such as 1e-3"))?;
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(format!(
+            "must be a finite number greater than 0 (got {value}); use --no-target to skip the section"
+        ))
+    }
 }
 
 /// The estimators, in column order.
@@ -131,6 +161,26 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let paths = chunks * CHUNK_PATHS;
     let original_paths = (paths / 8).max(1);
     let n = args.periods;
+    // The flags must describe specs the kernel accepts (e.g. up^periods
+    // must stay finite); say which flag to change, as `mcq price` does.
+    if let Err(errors) = (Spec {
+        periods: n,
+        runs: Some(4 * paths),
+        seed: Some(1),
+        variance_reduction: VarianceReduction::None,
+        ..Spec::default()
+    })
+    .validate()
+    {
+        for error in &errors {
+            let flag = match error.field() {
+                "runs" => "--paths",
+                _ => "--periods",
+            };
+            eprintln!("error: {flag}: {error}");
+        }
+        return Ok(ExitCode::from(2));
+    }
 
     // Single thread, at the defaults: run_chunks computes on this thread.
     let mut rows: Vec<(String, Run<'_>)> = Vec::new();
@@ -176,10 +226,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         shapes(paths * u64::from(n), args.repeats)?
     };
     let scaling = scaling(&args, paths)?;
-    let to_target = if args.target_std_error > 0.0 {
-        to_target(&args)?
-    } else {
+    let to_target = if args.no_target {
         Vec::new()
+    } else {
+        to_target(&args)?
     };
 
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
@@ -227,16 +277,18 @@ fn scaling(args: &Args, paths: u64) -> anyhow::Result<Vec<Scaling>> {
         variance_reduction: VarianceReduction::None,
         ..Spec::default()
     })?;
-    let pools = (1..=max)
-        .map(|threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build())
-        .collect::<Result<Vec<_>, _>>()
-        .context("thread pool")?;
     let never = AtomicBool::new(false);
     let steps = runs as f64 * f64::from(args.periods);
-    let mut samples: Vec<Samples> = pools.iter().map(|_| Samples::default()).collect();
-    let mut prices = vec![Vec::new(); pools.len()];
+    let mut samples: Vec<Samples> = (0..max).map(|_| Samples::default()).collect();
+    let mut prices = vec![Vec::new(); max];
     for _ in 0..args.repeats.div_ceil(2) {
-        for ((pool, s), prices) in pools.iter().zip(&mut samples).zip(&mut prices) {
+        for (threads, (s, prices)) in (1..=max).zip(samples.iter_mut().zip(&mut prices)) {
+            // One pool alive at a time: pools of 1 ..= max threads kept
+            // together would hold max·(max + 1)/2 threads.
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .context("thread pool")?;
             let start = Instant::now();
             let result = pool.install(|| valid.price(&never)).context("cancelled")?;
             s.0.push(start.elapsed().as_secs_f64() * 1e9 / steps);

@@ -45,8 +45,9 @@ pub(crate) struct Args {
     /// Seed of the random streams (drawn and printed when absent).
     #[arg(long)]
     seed: Option<u64>,
-    /// Worker threads [default: all cores]. The result does not depend on it.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    /// Worker threads [default: all cores; at most 1024]. The result does
+    /// not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
     /// Simulate until the standard error is at most this (instead of --runs).
     #[arg(long)]

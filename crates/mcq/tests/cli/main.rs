@@ -19,4 +19,5 @@ fn help_lists_every_subcommand() {
 }
 
 mod bench_compare;
+mod bench_kernel;
 mod price;

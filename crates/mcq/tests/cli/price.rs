@@ -1,11 +1,11 @@
-//! `mcq price` and `mcq bench kernel` as a user runs them.
+//! `mcq price` as a user runs it.
 
 use serde_json::Value;
 
 use super::mcq;
 
 /// Runs `mcq` with `args`; returns (success, stdout, stderr).
-fn run(args: &[&str]) -> (bool, String, String) {
+pub(super) fn run(args: &[&str]) -> (bool, String, String) {
     let out = mcq().args(args).output().expect("run mcq");
     (
         out.status.success(),
@@ -14,7 +14,8 @@ fn run(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn json(args: &[&str]) -> Value {
+/// Runs `mcq` with `args`, which must succeed, and parses its stdout.
+pub(super) fn json(args: &[&str]) -> Value {
     let (ok, stdout, stderr) = run(args);
     assert!(ok, "mcq {args:?} failed: {stderr}");
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
@@ -117,6 +118,24 @@ fn invalid_inputs_name_the_flag_and_the_fix() {
         (&["--initial", "abc"], "--initial", "invalid value"),
         (&["--option", "straddle"], "--option", "invalid value"),
         (&["--threads", "0"], "--threads", "0"),
+        (&["--threads", "5000"], "--threads", "1..=1024"),
+        (&["--runs", "-5"], "--runs", "invalid value"),
+        (&["--runs", "20000000000"], "--runs", "at most"),
+        (&["--periods", "1001"], "--periods", "at most 1000"),
+        (&["--periods", "700"], "--up", "lower up or periods"),
+        (&["--exercise", "-1"], "--exercise", "0 or more"),
+        (
+            &["--target-std-error", "nan"],
+            "--target-std-error",
+            "finite",
+        ),
+        (
+            &["--target-std-error", "0"],
+            "--target-std-error",
+            "greater than 0",
+        ),
+        (&["--seed", "-1"], "--seed", "invalid value"),
+        (&["--method", "mcmc"], "--method", "invalid value"),
     ];
     for (args, flag, fix) in cases {
         let (ok, _, stderr) = run(&[&["price"], *args].concat());
@@ -126,99 +145,4 @@ fn invalid_inputs_name_the_flag_and_the_fix() {
             "mcq price {args:?}: {stderr}"
         );
     }
-}
-
-/// A tiny `mcq bench kernel` run: every section is there and parses. No
-/// timing is asserted beyond being a positive number.
-#[test]
-fn bench_kernel_reports_every_section_as_json() {
-    let v = json(&[
-        "bench",
-        "kernel",
-        "--paths",
-        "65536",
-        "--repeats",
-        "1",
-        "--max-threads",
-        "2",
-        "--target-std-error",
-        "0.005",
-        "--json",
-    ]);
-    let positive = |x: &Value| x.as_f64().is_some_and(|x| x > 0.0 && x.is_finite());
-
-    let rows = v["single_thread"].as_array().unwrap();
-    assert_eq!(rows.len(), 8, "{v}");
-    assert!(rows[0]["name"].as_str().unwrap().contains("faithful"));
-    for key in [
-        "ns_per_path_step",
-        "median_ns_per_path_step",
-        "speedup_vs_original",
-    ] {
-        assert!(rows.iter().all(|r| positive(&r[key])), "{key}: {v}");
-    }
-    assert!(rows.iter().any(|r| r["name"] == "kernel, plain"));
-    assert!(positive(&v["ratio_plain_vs_original"]));
-    assert!(positive(&v["ratio_plain_vs_original_medians"]));
-
-    let shapes = v["shapes"].as_array().unwrap();
-    assert!(shapes.len() >= 5, "{v}");
-    for shape in shapes {
-        let ns = &shape["ns_per_path_step"];
-        for estimator in ["none", "arithmetic", "geometric", "auto", "antithetic"] {
-            assert!(positive(&ns[estimator]["best"]), "{estimator}: {shape}");
-            assert!(positive(&ns[estimator]["median"]), "{estimator}: {shape}");
-        }
-    }
-    assert!(shapes.iter().any(|s| s["periods"] == 1));
-    assert!(shapes.iter().any(|s| s["put"] == true));
-    assert!(positive(&v["worst_shape_ns_per_path_step"]));
-
-    let scaling = v["scaling"].as_array().unwrap();
-    assert_eq!(scaling.len(), 2, "{v}");
-    assert_eq!(scaling[0]["threads"], 1);
-    assert_eq!(scaling[0]["speedup"], 1.0);
-    for s in scaling {
-        assert_eq!(s["same_bits_as_one_thread"], true, "{v}");
-        assert!(positive(&s["speedup"]) && positive(&s["efficiency"]), "{s}");
-    }
-
-    let to_target = v["to_target"].as_array().unwrap();
-    assert_eq!(to_target.len(), 2, "{v}");
-    assert_eq!(to_target[0]["variance_reduction"], "none");
-    for t in to_target {
-        assert!(t["std_error"].as_f64().unwrap() <= 0.005, "{t}");
-        assert_eq!(t["max_paths_reached"], false);
-        assert!(t["paths"].as_u64().unwrap() > 0);
-        assert!(positive(&t["ms"]) && positive(&t["median_ms"]), "{t}");
-    }
-    // The best control needs fewer paths for the same target.
-    assert!(to_target[1]["paths"].as_u64() < to_target[0]["paths"].as_u64());
-}
-
-#[test]
-fn bench_kernel_text_has_every_table() {
-    let (ok, stdout, stderr) = run(&[
-        "bench",
-        "kernel",
-        "--paths",
-        "65536",
-        "--repeats",
-        "1",
-        "--no-shapes",
-        "--target-std-error",
-        "0.05",
-    ]);
-    assert!(ok, "{stderr}");
-    for needle in [
-        "(faithful)",
-        "kernel plain vs the faithful original loop",
-        "threads",
-        "efficiency",
-        "time to a standard error of",
-        "control variate speed-up",
-    ] {
-        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
-    }
-    assert!(!stdout.contains("other inputs"), "{stdout}");
 }

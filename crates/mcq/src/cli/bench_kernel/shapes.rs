@@ -1,7 +1,7 @@
 //! The "other inputs" table: every estimator on inputs other than the
 //! defaults, where the kernel must stay under 1 ns per path-step.
 
-use mcq_kernel::{CHUNK_PATHS, DEFAULT_DOWN, DEFAULT_UP, OptionKind, Spec};
+use mcq_kernel::{CHUNK_PATHS, DEFAULT_DOWN, DEFAULT_UP, MAX_RUNS, OptionKind, Spec};
 
 use super::{ESTIMATORS, Run, Samples, interleave, kernel_run};
 
@@ -62,9 +62,10 @@ pub(super) fn shapes(steps: u64, repeats: u32) -> anyhow::Result<Vec<ShapeRow>> 
     let mut rows: Vec<(String, Run<'_>)> = Vec::new();
     let mut slots = Vec::new();
     for (i, shape) in SHAPES.iter().enumerate() {
+        // Capped so a long default run still gives valid specs here.
         let chunks = (steps / u64::from(shape.periods))
             .div_ceil(CHUNK_PATHS)
-            .max(1);
+            .clamp(1, MAX_RUNS / CHUNK_PATHS);
         for (j, (_, vr)) in ESTIMATORS.iter().enumerate() {
             let spec = Spec {
                 periods: shape.periods,
