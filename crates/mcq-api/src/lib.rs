@@ -12,15 +12,16 @@ mod openapi;
 mod problem;
 mod read;
 mod submit;
+mod wait;
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
+use axum::{Extension, Router};
 use mcq_queue::Store;
 
 pub use openapi::{ApiDoc, openapi};
@@ -101,14 +102,21 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serves [`app`] on `listener` until `shutdown` completes, then stops
-/// accepting and lets in-flight requests finish.
+/// accepting and lets in-flight requests finish; long polls (`?wait=`)
+/// answer at once then rather than holding the shutdown up.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let app = app(state).layer(Extension(wait::Stopping(stop_rx)));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // Sent before axum waits for in-flight requests; the waits see it.
+            let _ = stop_tx.send(true);
+        })
         .await
 }
 

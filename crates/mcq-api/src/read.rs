@@ -1,29 +1,52 @@
 //! Reading and cancelling: jobs, batches, a batch's jobs by cursor, workers.
 
-use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use axum::{Extension, Json};
 use mcq_client::{BatchCancelled, JobCancelled, JobPage, Problem, WorkerList};
-use mcq_queue::{BatchView, JobView};
+use mcq_queue::{BatchView, JobState, JobView};
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::extract::{RawId, parse_id};
 use crate::problem::ApiError;
+use crate::wait::{Pacer, Stopping, cap, parse_wait, sleep_until_next};
 
 /// Jobs per page when `limit` is not given.
 const DEFAULT_PAGE: u32 = 100;
 /// Most jobs per page.
 pub(crate) const MAX_PAGE: u32 = 1000;
 
-/// One job with its result and timings.
+/// Query of `GET /v1/jobs/{id}` and `GET /v1/batches/{id}`; a string so
+/// that bad values get our own error rather than the extractor's.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WaitQuery {
+    wait: Option<String>,
+}
+
+/// The requested wait, checked and capped below the request timeout.
+fn wait_of(
+    state: &AppState,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+) -> Result<std::time::Duration, ApiError> {
+    let Query(query) = query.map_err(|err| ApiError::BadParameter(err.body_text()))?;
+    let wait = parse_wait(query.wait.as_deref())?;
+    Ok(cap(wait, state.config.request_timeout))
+}
+
+/// One job with its result and timings; with `wait`, answered once the job
+/// has finished or the wait has run out, whichever comes first.
 #[utoipa::path(
     get,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    params(("id" = uuid::Uuid, Path, description = "Job id")),
+    params(
+        ("id" = uuid::Uuid, Path, description = "Job id"),
+        ("wait" = Option<String>, Query, description = "Long poll: hold the answer until the job has finished (succeeded, failed or cancelled) or this much time has passed, e.g. `500ms`, `2s` or `2` (seconds); 0 to 60 s, capped at three quarters of the server's request timeout. Absent or 0: answer at once"),
+    ),
     responses(
-        (status = 200, description = "The job", body = JobView),
+        (status = 200, description = "The job (with `wait`, possibly still unfinished when the wait ran out)", body = JobView),
+        (status = 400, description = "Bad `wait`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such job (or not a UUID)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -31,23 +54,44 @@ pub(crate) const MAX_PAGE: u32 = 1000;
 pub(crate) async fn get_job(
     State(state): State<AppState>,
     RawId(raw): RawId,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+    stopping: Option<Extension<Stopping>>,
 ) -> Result<Json<JobView>, ApiError> {
     let id = parse_id(&raw, "job")?;
-    let view = state.store.job(id).await?.ok_or(ApiError::NotFound {
-        what: "job",
-        id: raw,
-    })?;
-    Ok(Json(view))
+    let wait = wait_of(&state, query)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut stopping = stopping.map(|Extension(s)| s);
+    let mut pacer = Pacer::new();
+    loop {
+        let view = state
+            .store
+            .job(id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound {
+                what: "job",
+                id: raw.clone(),
+            })?;
+        let finished = !matches!(view.state, JobState::Queued | JobState::Running);
+        let pause = pacer.pause(tokio::time::Instant::now(), u64::from(finished), 1);
+        if finished || !sleep_until_next(pause, deadline, stopping.as_mut()).await {
+            return Ok(Json(view));
+        }
+    }
 }
 
-/// Counts, aggregate statistics and timings of a batch, read in one query.
+/// Counts, aggregate statistics and timings of a batch, read in one query;
+/// with `wait`, answered once the batch is done or the wait has run out.
 #[utoipa::path(
     get,
     path = "/v1/batches/{id}",
     tag = "batches",
-    params(("id" = uuid::Uuid, Path, description = "Batch id")),
+    params(
+        ("id" = uuid::Uuid, Path, description = "Batch id"),
+        ("wait" = Option<String>, Query, description = "Long poll: hold the answer until the batch is `done` or this much time has passed, e.g. `500ms`, `2s` or `2` (seconds); 0 to 60 s, capped at three quarters of the server's request timeout. Absent or 0: answer at once"),
+    ),
     responses(
-        (status = 200, description = "The batch", body = BatchView),
+        (status = 200, description = "The batch (with `wait`, possibly not yet done when the wait ran out)", body = BatchView),
+        (status = 400, description = "Bad `wait`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such batch (or not a UUID)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -55,13 +99,30 @@ pub(crate) async fn get_job(
 pub(crate) async fn get_batch(
     State(state): State<AppState>,
     RawId(raw): RawId,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+    stopping: Option<Extension<Stopping>>,
 ) -> Result<Json<BatchView>, ApiError> {
     let id = parse_id(&raw, "batch")?;
-    let view = state.store.batch(id).await?.ok_or(ApiError::NotFound {
-        what: "batch",
-        id: raw,
-    })?;
-    Ok(Json(view))
+    let wait = wait_of(&state, query)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut stopping = stopping.map(|Extension(s)| s);
+    let mut pacer = Pacer::new();
+    loop {
+        let view = state
+            .store
+            .batch(id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound {
+                what: "batch",
+                id: raw.clone(),
+            })?;
+        let c = &view.counts;
+        let finished = c.succeeded + c.failed + c.cancelled;
+        let pause = pacer.pause(tokio::time::Instant::now(), finished, view.total);
+        if view.done || !sleep_until_next(pause, deadline, stopping.as_mut()).await {
+            return Ok(Json(view));
+        }
+    }
 }
 
 /// Query of `GET /v1/batches/{id}/jobs`; strings so that bad values get our

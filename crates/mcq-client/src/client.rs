@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use mcq_kernel::Spec;
-use mcq_queue::{BatchView, JobView, WorkerView};
+use mcq_queue::{BatchView, JobState, JobView, WorkerView};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -13,6 +13,9 @@ use uuid::Uuid;
 use crate::wire::{
     BatchAccepted, BatchCancelled, BatchRequest, Health, JobCancelled, JobPage, Problem, WorkerList,
 };
+
+/// Longest `wait` the server accepts on a long poll.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// Request header that makes a submission idempotent.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
@@ -118,9 +121,25 @@ impl Client {
         self.get(&format!("/v1/jobs/{id}")).await
     }
 
+    /// `GET /v1/jobs/{id}?wait=`: a long poll answered once the job has
+    /// finished or after about `wait` (at most [`MAX_WAIT`]; the server may
+    /// answer earlier), whichever comes first.
+    pub async fn job_wait(&self, id: Uuid, wait: Duration) -> Result<JobView, ClientError> {
+        self.get(&format!("/v1/jobs/{id}?wait={}", wait_param(wait)))
+            .await
+    }
+
     /// `GET /v1/batches/{id}`: counts, statistics and timings.
     pub async fn batch(&self, id: Uuid) -> Result<BatchView, ClientError> {
         self.get(&format!("/v1/batches/{id}")).await
+    }
+
+    /// `GET /v1/batches/{id}?wait=`: a long poll answered once the batch
+    /// is done or after about `wait` (at most [`MAX_WAIT`]; the server may
+    /// answer earlier), whichever comes first.
+    pub async fn batch_wait(&self, id: Uuid, wait: Duration) -> Result<BatchView, ClientError> {
+        self.get(&format!("/v1/batches/{id}?wait={}", wait_param(wait)))
+            .await
     }
 
     /// `GET /v1/batches/{id}/jobs`: one page of jobs after the cursor.
@@ -174,21 +193,43 @@ impl Client {
         self.get("/readyz").await
     }
 
-    /// Polls `GET /v1/batches/{id}` every `interval` until the batch is
-    /// done, calling `progress` with every view it reads (the last one too).
+    /// Follows a batch until it is done with long polls
+    /// ([`Client::batch_wait`]), calling `progress` with every view it
+    /// reads (the last one too). The server answers as soon as the batch
+    /// is done, so `refresh` only says how often `progress` hears of a
+    /// batch still running: at least every `refresh` (capped at
+    /// [`MAX_WAIT`]).
     pub async fn wait_for_batch(
         &self,
         id: Uuid,
-        interval: Duration,
+        refresh: Duration,
         mut progress: impl FnMut(&BatchView),
     ) -> Result<BatchView, ClientError> {
+        let refresh = refresh.clamp(Duration::from_millis(1), MAX_WAIT);
         loop {
-            let view = self.batch(id).await?;
+            let asked = tokio::time::Instant::now();
+            let view = self.batch_wait(id, refresh).await?;
             progress(&view);
             if view.done {
                 return Ok(view);
             }
-            tokio::time::sleep(interval).await;
+            // A server that ignores `wait` (older than the long poll)
+            // answers at once: pace those polls instead of spinning.
+            tokio::time::sleep_until(asked + refresh / 2).await;
+        }
+    }
+
+    /// Follows a job until it has finished, with long polls of at most
+    /// `refresh` each ([`Client::job_wait`]).
+    pub async fn wait_for_job(&self, id: Uuid, refresh: Duration) -> Result<JobView, ClientError> {
+        let refresh = refresh.clamp(Duration::from_millis(1), MAX_WAIT);
+        loop {
+            let asked = tokio::time::Instant::now();
+            let job = self.job_wait(id, refresh).await?;
+            if !matches!(job.state, JobState::Queued | JobState::Running) {
+                return Ok(job);
+            }
+            tokio::time::sleep_until(asked + refresh / 2).await;
         }
     }
 
@@ -216,6 +257,11 @@ impl Client {
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {
         decode(request.send().await?).await
     }
+}
+
+/// A wait as the API's query parameter: whole milliseconds, at most [`MAX_WAIT`].
+fn wait_param(wait: Duration) -> String {
+    format!("{}ms", wait.min(MAX_WAIT).as_millis())
 }
 
 /// Turns a response into `T`, or into the problem it carries.

@@ -7,7 +7,7 @@
 //! let batch = BatchRequest { label: None, jobs: vec![mcq_kernel::Spec::default(); 100] };
 //! let accepted = client.submit_batch(&batch, None).await?;
 //! let done = client
-//!     .wait_for_batch(accepted.id, std::time::Duration::from_millis(200), |_| {})
+//!     .wait_for_batch(accepted.id, std::time::Duration::from_secs(1), |_| {})
 //!     .await?;
 //! println!("{:?}", done.stats);
 //! # Ok(()) }
@@ -16,6 +16,6 @@
 mod client;
 mod wire;
 
-pub use client::{Client, ClientError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+pub use client::{Client, ClientError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, MAX_WAIT};
 pub use mcq_queue::{BatchView, JobState, JobView, WorkerView};
 pub use wire::*;

@@ -4,6 +4,7 @@
 mod bad_input;
 mod endpoints;
 mod harness;
+mod long_poll;
 mod openapi;
 
 /// Declares `<name>_sqlite` and `<name>_postgres` tests running `case`.

@@ -1,0 +1,212 @@
+//! Long polls: `?wait=` on `GET /v1/batches/{id}` and `GET /v1/jobs/{id}`
+//! holds the answer until the batch is done (the job has finished) or the
+//! wait runs out, so a client learns of completion from one request
+//! instead of polling every few milliseconds.
+//!
+//! Completions happen wherever the workers run — other processes, other
+//! machines — so the server cannot rely on an in-process signal; it
+//! re-reads the row. Each re-read is one query, so the pause between reads
+//! follows the batch's progress: long while much work remains, short near
+//! the end, never longer than [`MAX_PAUSE`] (the most a wait adds to the
+//! moment a client sees the last result).
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::problem::ApiError;
+
+/// Longest wait a client may ask for.
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
+/// Shortest pause between two reads of the same row.
+const MIN_PAUSE: Duration = Duration::from_millis(1);
+/// Longest pause between two reads: bounds how late a wait notices completion.
+pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(25);
+/// First pause while nothing is known about the pace of the work.
+const FIRST_PAUSE: Duration = Duration::from_millis(2);
+
+/// Set when the server begins a graceful shutdown; waits then answer at
+/// once instead of holding the shutdown up for their full length.
+#[derive(Debug, Clone)]
+pub(crate) struct Stopping(pub(crate) watch::Receiver<bool>);
+
+/// Parses `wait`: `250ms`, `1.5s`, or a bare number of seconds (as in the
+/// `Prefer: wait=` header of RFC 7240); from 0 to [`MAX_WAIT`]. An empty
+/// value means no wait, like an absent one.
+pub(crate) fn parse_wait(text: Option<&str>) -> Result<Duration, ApiError> {
+    let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(Duration::ZERO);
+    };
+    let bad = || {
+        ApiError::BadParameter(format!(
+            "wait must be a duration from 0 to {} s, such as 500ms, 2s or 2 (seconds); got {:?}",
+            MAX_WAIT.as_secs(),
+            text.chars().take(40).collect::<String>()
+        ))
+    };
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    // Digits and one dot only: no signs, exponents, `inf` or `NaN`.
+    let plain = !number.is_empty()
+        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && number.chars().filter(|&c| c == '.').count() <= 1
+        && number != ".";
+    if !plain {
+        return Err(bad());
+    }
+    let seconds = number.parse::<f64>().map_err(|_| bad())? * scale;
+    if !(seconds.is_finite() && seconds <= MAX_WAIT.as_secs_f64()) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// The longest a wait may hold a request under `request_timeout`: three
+/// quarters of it, so the answer leaves before the timeout middleware
+/// turns it into a 503.
+pub(crate) fn cap(wait: Duration, request_timeout: Duration) -> Duration {
+    wait.min(request_timeout * 3 / 4)
+}
+
+/// Chooses the pause before the next read from the progress seen so far.
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    /// When the first read happened and how many were finished then.
+    first: Option<(Instant, u64)>,
+    /// The pause used while no progress has been seen.
+    backoff: Duration,
+}
+
+impl Pacer {
+    pub(crate) fn new() -> Self {
+        Pacer {
+            first: None,
+            backoff: FIRST_PAUSE,
+        }
+    }
+
+    /// The pause after a read at `now` that found `finished` of `total`
+    /// finished. Once progress has been seen, the remaining work is
+    /// estimated from the rate since the first read and the pause is half
+    /// of it: reads thin out while much remains and tighten at the end.
+    /// Without progress it backs off by half each time.
+    pub(crate) fn pause(&mut self, now: Instant, finished: u64, total: u64) -> Duration {
+        let (t0, f0) = *self.first.get_or_insert((now, finished));
+        let elapsed = now.duration_since(t0).as_secs_f64();
+        let pause = if finished > f0 && elapsed > 0.0 {
+            let rate = (finished - f0) as f64 / elapsed;
+            let remaining = total.saturating_sub(finished) as f64 / rate;
+            Duration::from_secs_f64(remaining / 2.0)
+        } else {
+            let pause = self.backoff;
+            self.backoff = (self.backoff * 3 / 2).min(MAX_PAUSE);
+            pause
+        };
+        pause.clamp(MIN_PAUSE, MAX_PAUSE)
+    }
+}
+
+/// Sleeps for `pause`, but not past `deadline`. Returns false when the
+/// wait should end now: the deadline has passed or the server is stopping.
+pub(crate) async fn sleep_until_next(
+    pause: Duration,
+    deadline: Instant,
+    stopping: Option<&mut Stopping>,
+) -> bool {
+    let now = Instant::now();
+    if now >= deadline {
+        return false;
+    }
+    let wake = deadline.min(now + pause);
+    match stopping {
+        Some(Stopping(stop)) => {
+            if *stop.borrow() {
+                return false;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(wake) => true,
+                // A changed flag or a dropped sender both mean shutdown.
+                _ = stop.changed() => false,
+            }
+        }
+        None => {
+            tokio::time::sleep_until(wake).await;
+            true
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_parse_with_and_without_units() {
+        let ok = |text: &str| parse_wait(Some(text)).expect(text);
+        assert_eq!(ok("250ms"), Duration::from_millis(250));
+        assert_eq!(ok("1.5s"), Duration::from_millis(1500));
+        assert_eq!(ok("2"), Duration::from_secs(2));
+        assert_eq!(ok("0"), Duration::ZERO);
+        assert_eq!(ok("60s"), MAX_WAIT);
+        assert_eq!(ok(" 3s "), Duration::from_secs(3));
+        assert_eq!(parse_wait(None).unwrap(), Duration::ZERO);
+        assert_eq!(parse_wait(Some("")).unwrap(), Duration::ZERO);
+    }
+
+    #[test]
+    fn bad_waits_are_refused() {
+        for bad in [
+            "-1", "61", "60001ms", "1e3", "NaN", "inf", "abc", "1m", "1h", "s", "ms", ".", "1.2.3",
+            "+5", "5 s", "0x10", "1_000",
+        ] {
+            let err = parse_wait(Some(bad)).expect_err(bad);
+            assert!(matches!(err, ApiError::BadParameter(_)), "{bad}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn a_wait_stays_below_the_request_timeout() {
+        let timeout = Duration::from_secs(30);
+        assert_eq!(
+            cap(Duration::from_secs(60), timeout),
+            Duration::from_millis(22_500)
+        );
+        assert_eq!(cap(Duration::from_secs(5), timeout), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn pauses_back_off_without_progress_and_tighten_near_the_end() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new();
+        let mut last = Duration::ZERO;
+        for i in 0..20 {
+            let pause = pacer.pause(start + Duration::from_millis(i), 0, 100);
+            assert!(
+                pause >= last && pause <= MAX_PAUSE,
+                "{pause:?} after {last:?}"
+            );
+            last = pause;
+        }
+        assert_eq!(last, MAX_PAUSE, "the backoff reaches its cap");
+        // 50 of 100 done after 500 ms: about 500 ms remain, so the cap applies.
+        let far = pacer.pause(start + Duration::from_millis(500), 50, 100);
+        assert_eq!(far, MAX_PAUSE);
+        // 98 of 100 after 980 ms: about 20 ms remain, so pause about 10 ms.
+        let near = pacer.pause(start + Duration::from_millis(980), 98, 100);
+        assert!(
+            near < MAX_PAUSE && near >= Duration::from_millis(9),
+            "{near:?}"
+        );
+        // All done: the shortest pause (the caller stops reading anyway).
+        assert_eq!(
+            pacer.pause(start + Duration::from_millis(1000), 100, 100),
+            MIN_PAUSE
+        );
+    }
+}
