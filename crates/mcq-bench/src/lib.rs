@@ -94,6 +94,7 @@ pub fn compare(
                 .filter(|_| plan.platforms.contains(&Platform::Service))
                 .map(describe_target),
             poll_interval_ms: plan.poll.interval.as_secs_f64() * 1e3,
+            poll_wait_ms: plan.poll.wait.as_secs_f64() * 1e3,
         },
         machine: Machine::current(),
         levels,
@@ -260,6 +261,7 @@ mod tests {
             local_all_threads: 2,
             service: None,
             poll: PollOptions {
+                wait: std::time::Duration::from_secs(1),
                 interval: std::time::Duration::from_millis(5),
                 timeout: std::time::Duration::from_secs(1),
             },

@@ -37,8 +37,11 @@ pub struct Settings {
     pub local_all_threads: usize,
     /// How the service was reached, e.g. "started: embedded, 2 workers".
     pub service: Option<String>,
-    /// Pause between batch polls, in milliseconds.
+    /// Pause between plain batch polls, in milliseconds (unused with a wait).
     pub poll_interval_ms: f64,
+    /// Longest server-side wait of one batch poll (a long poll), in
+    /// milliseconds; 0 for plain polls.
+    pub poll_wait_ms: f64,
 }
 
 /// The machine the numbers come from.

@@ -167,16 +167,15 @@ impl Api {
         Ok(accepted)
     }
 
-    /// The batch's counts, statistics and timings (one request).
-    pub(crate) async fn batch(&self, id: Uuid) -> anyhow::Result<BatchView> {
-        read(
-            self.http
-                .get(format!("{}/v1/batches/{id}", self.base))
-                .send()
-                .await,
-            "GET /v1/batches/{id}",
-        )
-        .await
+    /// The batch's counts, statistics and timings (one request); with a
+    /// non-zero `wait`, a long poll answered once the batch is done or
+    /// after about `wait`.
+    pub(crate) async fn batch(&self, id: Uuid, wait: Duration) -> anyhow::Result<BatchView> {
+        let mut url = format!("{}/v1/batches/{id}", self.base);
+        if !wait.is_zero() {
+            url.push_str(&format!("?wait={}ms", wait.as_millis().max(1)));
+        }
+        read(self.http.get(url).send().await, "GET /v1/batches/{id}").await
     }
 
     /// Every job of the batch, page by page.

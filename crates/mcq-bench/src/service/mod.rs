@@ -1,5 +1,6 @@
-//! The `service` platform: the batch submitted over HTTP, polled with one
-//! batch request per poll, and the job timings read page by page at the end.
+//! The `service` platform: the batch submitted over HTTP, followed with
+//! long polls of the batch (or, with no wait, one batch request per poll),
+//! and the job timings read page by page at the end.
 
 mod http;
 mod process;
@@ -29,8 +30,14 @@ pub enum Target {
 /// Timing knobs of the service platform.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PollOptions {
-    /// Pause between batch polls. Shorter polls lower result latency but
-    /// cost the server (and, on a small machine, the workers) CPU.
+    /// Longest a batch request waits on the server for the batch to be done
+    /// (`?wait=`, a long poll): the server answers as soon as it is, so
+    /// this only bounds how often progress is reported. Zero: plain polls
+    /// every `interval`.
+    pub wait: Duration,
+    /// Pause between plain batch polls (no `wait`). Shorter polls lower
+    /// result latency but cost the server (and, on a small machine, the
+    /// workers) CPU.
     pub interval: Duration,
     /// Give up on a batch after this long.
     pub timeout: Duration,
@@ -142,7 +149,7 @@ impl Service {
             let accepted = api.submit(label, specs).await?;
             let mut polls = Vec::new();
             loop {
-                let view = api.batch(accepted.id).await?;
+                let view = api.batch(accepted.id, options.wait).await?;
                 let finished = view.counts.succeeded + view.counts.failed + view.counts.cancelled;
                 polls.push(Poll {
                     received: Utc::now(),
@@ -160,7 +167,9 @@ impl Service {
                         view.total
                     );
                 }
-                tokio::time::sleep(options.interval).await;
+                if options.wait.is_zero() {
+                    tokio::time::sleep(options.interval).await;
+                }
             }
             let wall_ms = start.elapsed().as_secs_f64() * 1e3;
             let mut jobs = api.jobs(accepted.id).await?;

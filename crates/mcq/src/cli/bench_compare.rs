@@ -51,7 +51,12 @@ pub(crate) struct Args {
     /// Threads of local-all (default: the machine's cores).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Option<u32>,
-    /// Milliseconds between batch polls on the service platform.
+    /// Longest a batch poll waits on the server for the batch to finish
+    /// (a long poll, answered as soon as the batch is done), in
+    /// milliseconds; 0 polls plainly every --poll-ms instead.
+    #[arg(long, default_value_t = 1000.0)]
+    wait_ms: f64,
+    /// Milliseconds between plain batch polls (only with --wait-ms 0).
     #[arg(long, default_value_t = 5.0)]
     poll_ms: f64,
     /// Give up on a service batch after this many seconds.
@@ -69,6 +74,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!(
             "--poll-ms must be between 0.1 and 10000, got {}",
             args.poll_ms
+        );
+    }
+    // The server accepts waits up to 60 s.
+    if !(args.wait_ms.is_finite() && (0.0..=60_000.0).contains(&args.wait_ms)) {
+        bail!(
+            "--wait-ms must be between 0 and 60000, got {}",
+            args.wait_ms
         );
     }
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
@@ -99,6 +111,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         local_all_threads: args.threads.map_or(cores, |t| t as usize),
         service,
         poll: PollOptions {
+            wait: Duration::from_secs_f64(args.wait_ms / 1e3),
             interval: Duration::from_secs_f64(args.poll_ms / 1e3),
             timeout: Duration::from_secs(args.timeout_secs),
         },

@@ -2,10 +2,17 @@
 //! print too.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use mcq_client::{BatchView, Client, ClientError, JobView};
 use uuid::Uuid;
+
+use super::submit::follow_batch;
+
+/// How often a followed job or batch is re-read at least (progress); the
+/// server's long poll answers as soon as it has finished, whatever this is.
+pub(crate) const FOLLOW_REFRESH: Duration = Duration::from_millis(500);
 
 /// Flags of `mcq status`.
 #[derive(Debug, clap::Args)]
@@ -18,6 +25,10 @@ pub(crate) struct Args {
     /// Print the server's JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Wait until the job has finished (the batch is done), following it
+    /// with long polls, then print it.
+    #[arg(long)]
+    wait: bool,
 }
 
 /// Runs this subcommand.
@@ -32,6 +43,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Ids are UUIDs for both, so ask for a job first, then a batch.
         match client.job(id).await {
             Ok(job) => {
+                let job = if args.wait {
+                    client
+                        .wait_for_job(id, FOLLOW_REFRESH)
+                        .await
+                        .context("waiting for the job")?
+                } else {
+                    job
+                };
                 if args.json {
                     println!("{}", serde_json::to_string_pretty(&job)?);
                 } else {
@@ -44,6 +63,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         match client.batch(id).await {
             Ok(batch) => {
+                let batch = if args.wait && !batch.done {
+                    let total = usize::try_from(batch.total).unwrap_or(usize::MAX);
+                    follow_batch(&client, id, total, FOLLOW_REFRESH).await?
+                } else {
+                    batch
+                };
                 if args.json {
                     println!("{}", serde_json::to_string_pretty(&batch)?);
                 } else {

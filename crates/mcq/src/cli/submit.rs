@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use mcq_client::{BatchRequest, BatchView, Client, JobState, JobView};
+use mcq_client::{BatchRequest, BatchView, Client, JobState};
 use mcq_kernel::{Method, OptionKind, Spec, VarianceReduction};
 use serde_json::{Map, Value};
 
-use super::status::{print_batch, print_job};
+use super::status::{FOLLOW_REFRESH, print_batch, print_job};
 
 /// Flags of `mcq submit`.
 #[derive(Debug, clap::Args)]
@@ -127,7 +127,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .await
                 .context("submitting the job")?;
             let job = if args.wait {
-                wait_for_job(&client, job).await?
+                client
+                    .wait_for_job(job.id, FOLLOW_REFRESH)
+                    .await
+                    .context("waiting for the job")?
             } else {
                 job
             };
@@ -156,7 +159,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             return Ok(ExitCode::SUCCESS);
         }
-        let view = follow_batch(&client, accepted.id, total, Duration::from_millis(200)).await?;
+        let view = follow_batch(&client, accepted.id, total, FOLLOW_REFRESH).await?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&view)?);
         } else {
@@ -174,12 +177,14 @@ fn exit_code(ok: bool) -> ExitCode {
     }
 }
 
-/// Polls a batch with a progress bar on stderr until it is done.
+/// Follows a batch with a progress bar on stderr until it is done. The
+/// server's long poll answers as soon as the batch is done; `refresh` is
+/// only how often the bar hears of a batch still running.
 pub(crate) async fn follow_batch(
     client: &Client,
     id: uuid::Uuid,
     total: usize,
-    interval: Duration,
+    refresh: Duration,
 ) -> anyhow::Result<BatchView> {
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
@@ -189,7 +194,7 @@ pub(crate) async fn follow_batch(
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let view = client
-        .wait_for_batch(id, interval, |view| {
+        .wait_for_batch(id, refresh, |view| {
             let c = &view.counts;
             bar.set_position(c.succeeded + c.failed + c.cancelled);
             bar.set_message(format!("({} running)", c.running));
@@ -198,14 +203,6 @@ pub(crate) async fn follow_batch(
         .context("following the batch")?;
     bar.finish_and_clear();
     Ok(view)
-}
-
-async fn wait_for_job(client: &Client, mut job: JobView) -> anyhow::Result<JobView> {
-    while matches!(job.state, JobState::Queued | JobState::Running) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        job = client.job(job.id).await.context("polling the job")?;
-    }
-    Ok(job)
 }
 
 /// Reads a JSON array of specs (or a `{"jobs": [...]}` object), or a CSV

@@ -87,8 +87,9 @@ fn compare_runs_end_to_end_and_writes_every_output() {
             "local-1,local-all,service",
             "--workers",
             "1",
-            "--poll-ms",
-            "2",
+            // Long polls of the batch, answered when it is done.
+            "--wait-ms",
+            "500",
             "--seed",
             "7",
         ])
@@ -301,6 +302,9 @@ fn bad_flags_are_rejected_with_a_clear_message() {
             "cannot be used with",
         ),
         (&["--poll-ms", "NaN"][..], "poll-ms"),
+        (&["--wait-ms", "NaN"][..], "wait-ms"),
+        (&["--wait-ms=-5"][..], "wait-ms"),
+        (&["--wait-ms", "61000"][..], "wait-ms"),
     ] {
         let output = mcq()
             .args(["bench", "compare"])
