@@ -244,7 +244,8 @@ pub struct TaskDone {
     pub compute_ms: f64,
 }
 
-/// What a heartbeat found out about the leases a worker presented.
+/// What a heartbeat found out about the leases a worker presented. Both
+/// lists are sorted by task id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Heartbeat {
     /// Tasks whose job was cancelled (or failed through a sibling): stop

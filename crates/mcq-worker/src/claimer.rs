@@ -222,6 +222,12 @@ impl Claimer {
                     self.backoff.reset();
                     let got = tasks.len();
                     add(&self.counters.claimed, got);
+                    if got > 0 {
+                        tracing::debug!(
+                            tasks = ?tasks.iter().map(|t| (t.task_id, t.attempt)).collect::<Vec<_>>(),
+                            "claimed"
+                        );
+                    }
                     for task in tasks {
                         let cancel = self.held.insert(task.task_id, task.lease_token);
                         self.local.push_back((task, cancel));
@@ -319,7 +325,7 @@ impl Claimer {
                 "handed back tasks that had not started"
             );
         }
-        self.held.remove_all(tasks.iter().map(|(id, _)| *id));
+        self.held.remove_all(tasks);
     }
 
     /// Waits for running tasks until `deadline`, then cancels them and

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::backoff::persist;
 use crate::compute::{Finished, Outcome};
 use crate::counters::{Counters, add};
-use crate::held::Held;
+use crate::held::{Held, LeaseKey};
 use crate::pace::Pace;
 
 /// Everything the completer needs; runs until its channel closes.
@@ -93,11 +93,13 @@ impl Completer {
 
     async fn complete(&self, done: Vec<TaskDone>) {
         let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
+        let leases: Vec<LeaseKey> = done.iter().map(|d| (d.task_id, d.lease_token)).collect();
         let result = persist("complete", &self.give_up, || {
             self.store.complete(self.worker, done.clone())
         })
         .await;
         if let Some(refused) = result {
+            tracing::debug!(tasks = ?ids, refused = refused.len(), "completed");
             add(&self.counters.completed, ids.len() - refused.len());
             if !refused.is_empty() {
                 add(&self.counters.refused, refused.len());
@@ -110,7 +112,7 @@ impl Completer {
         }
         // Whether accepted, refused or abandoned at the deadline, these
         // tasks are no longer ours to renew.
-        self.held.remove_all(ids);
+        self.held.remove_all(leases);
     }
 
     async fn fail(&self, task_id: i64, token: Uuid, error: &str, panicked: bool) {
@@ -132,7 +134,7 @@ impl Completer {
             }
             None => {}
         }
-        self.held.remove_all([task_id]);
+        self.held.remove_all([(task_id, token)]);
     }
 
     /// Hands back tasks stopped through their cancel flag. For a cancelled
@@ -140,6 +142,10 @@ impl Completer {
     /// at shutdown it returns them to the queue.
     async fn release(&self, tasks: Vec<(i64, Uuid)>) {
         add(&self.counters.cancelled, tasks.len());
+        tracing::info!(
+            tasks = ?tasks.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            "handing back tasks stopped by their cancel flag"
+        );
         if persist("release", &self.give_up, || {
             self.store.release(self.worker, &tasks)
         })
@@ -148,6 +154,6 @@ impl Completer {
         {
             add(&self.counters.released, tasks.len());
         }
-        self.held.remove_all(tasks.iter().map(|(id, _)| *id));
+        self.held.remove_all(tasks);
     }
 }

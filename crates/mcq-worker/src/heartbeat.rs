@@ -36,19 +36,31 @@ pub(crate) async fn renew_leases(
             () = stop.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        match store.heartbeat(worker, &held.snapshot()).await {
+        let presented = held.snapshot();
+        match store.heartbeat(worker, &presented).await {
             Ok(reply) => {
                 if failing {
                     tracing::info!("heartbeat succeeded again");
                     failing = false;
                 }
+                // Both answers are about the presented leases only: a newer
+                // claim of the same task (made since the snapshot) is ours and
+                // goes on; its own next heartbeat tells if its job is cancelled.
+                // The store sorts both lists by task id.
+                let presented_with = |ids: &[i64]| -> Vec<_> {
+                    presented
+                        .iter()
+                        .filter(|(id, _)| ids.binary_search(id).is_ok())
+                        .copied()
+                        .collect()
+                };
                 if !reply.cancelled.is_empty() {
-                    let stopped = held.cancel(&reply.cancelled);
+                    let stopped = held.cancel_leases(&presented_with(&reply.cancelled));
                     tracing::info!(tasks = ?reply.cancelled, stopped, "jobs cancelled: stopping their tasks");
                 }
                 // A task completed between the snapshot and the renewal is
                 // reported too; only one still held was really lost.
-                let stopped = held.cancel(&reply.lost);
+                let stopped = held.cancel_leases(&presented_with(&reply.lost));
                 if stopped > 0 {
                     tracing::warn!(tasks = ?reply.lost, stopped, "leases lost (expired and taken over): stopping those tasks");
                 }

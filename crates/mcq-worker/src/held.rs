@@ -1,5 +1,12 @@
 //! The tasks a worker holds a lease on, from claim until the store has
 //! accepted, refused or taken back each one.
+//!
+//! Entries are keyed by lease, (task id, token), not by task id: after a
+//! database crash forgets a claim, the same worker may claim the same task
+//! again while its first computation is still running. Keyed by id, the
+//! stale run's refusal would forget the new lease (which then expires
+//! unrenewed) and a "lost" report for the stale token would cancel the
+//! new run.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,17 +15,13 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-/// Lease token and cancel flag of one held task.
-#[derive(Debug, Clone)]
-pub(crate) struct Lease {
-    pub(crate) token: Uuid,
-    pub(crate) cancel: Arc<AtomicBool>,
-}
+/// One lease: a task id and the token of the claim that granted it.
+pub(crate) type LeaseKey = (i64, Uuid);
 
 /// Shared by the claimer, the completer and the heartbeat.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    tasks: Mutex<HashMap<i64, Lease>>,
+    tasks: Mutex<HashMap<LeaseKey, Arc<AtomicBool>>>,
     /// Signalled whenever tasks are forgotten, for a claimer waiting for room.
     pub(crate) progress: Notify,
 }
@@ -27,57 +30,48 @@ impl Held {
     /// Records a claimed task and returns its cancel flag.
     pub(crate) fn insert(&self, task_id: i64, token: Uuid) -> Arc<AtomicBool> {
         let cancel = Arc::new(AtomicBool::new(false));
-        self.lock().insert(
-            task_id,
-            Lease {
-                token,
-                cancel: cancel.clone(),
-            },
-        );
+        self.lock().insert((task_id, token), cancel.clone());
         cancel
     }
 
-    /// Forgets tasks the store no longer counts as ours.
-    pub(crate) fn remove_all(&self, task_ids: impl IntoIterator<Item = i64>) {
+    /// Forgets leases the store no longer counts as ours.
+    pub(crate) fn remove_all(&self, leases: impl IntoIterator<Item = LeaseKey>) {
         {
             let mut tasks = self.lock();
-            for id in task_ids {
-                tasks.remove(&id);
+            for lease in leases {
+                tasks.remove(&lease);
             }
         }
         self.progress.notify_waiters();
     }
 
-    /// Raises the cancel flag of the given tasks we hold; returns how many.
-    pub(crate) fn cancel(&self, task_ids: &[i64]) -> usize {
+    /// Raises the cancel flag of the given leases we still hold; returns how many.
+    pub(crate) fn cancel_leases(&self, leases: &[LeaseKey]) -> usize {
         let tasks = self.lock();
-        task_ids
+        leases
             .iter()
-            .filter_map(|id| tasks.get(id))
-            .inspect(|lease| lease.cancel.store(true, Ordering::Relaxed))
+            .filter_map(|lease| tasks.get(lease))
+            .inspect(|cancel| cancel.store(true, Ordering::Relaxed))
             .count()
     }
 
     /// Raises every cancel flag (shutdown past its timeout).
     pub(crate) fn cancel_everything(&self) {
-        for lease in self.lock().values() {
-            lease.cancel.store(true, Ordering::Relaxed);
+        for cancel in self.lock().values() {
+            cancel.store(true, Ordering::Relaxed);
         }
     }
 
-    /// Every task still held, with its token.
-    pub(crate) fn snapshot(&self) -> Vec<(i64, Uuid)> {
-        self.lock()
-            .iter()
-            .map(|(id, lease)| (*id, lease.token))
-            .collect()
+    /// Every lease still held.
+    pub(crate) fn snapshot(&self) -> Vec<LeaseKey> {
+        self.lock().keys().copied().collect()
     }
 
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Lease>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, Arc<AtomicBool>>> {
         // A panic while holding this lock cannot leave the map half-updated
         // (each operation is one map call), so poisoning is safe to ignore.
         self.tasks
@@ -93,14 +87,30 @@ mod tests {
     #[test]
     fn cancel_raises_only_flags_of_held_tasks() {
         let held = Held::default();
-        let a = held.insert(1, Uuid::new_v4());
-        let b = held.insert(2, Uuid::new_v4());
-        assert_eq!(held.cancel(&[2, 99]), 1);
+        let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
+        let a = held.insert(1, ta);
+        let b = held.insert(2, tb);
+        assert_eq!(held.cancel_leases(&[(2, tb), (99, ta), (1, tb)]), 1);
         assert!(!a.load(Ordering::Relaxed));
         assert!(b.load(Ordering::Relaxed));
-        held.remove_all([2]);
-        assert_eq!(held.snapshot().len(), 1);
+        held.remove_all([(2, tb)]);
+        assert_eq!(held.snapshot(), vec![(1, ta)]);
         held.cancel_everything();
         assert!(a.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_stale_lease_on_a_reclaimed_task_leaves_the_new_one_alone() {
+        let held = Held::default();
+        let (stale, fresh) = (Uuid::new_v4(), Uuid::new_v4());
+        let old_run = held.insert(7, stale);
+        let new_run = held.insert(7, fresh);
+        // The store reports the stale lease lost: only its run stops.
+        assert_eq!(held.cancel_leases(&[(7, stale)]), 1);
+        assert!(old_run.load(Ordering::Relaxed));
+        assert!(!new_run.load(Ordering::Relaxed));
+        // The stale run's refusal forgets only its own lease.
+        held.remove_all([(7, stale)]);
+        assert_eq!(held.snapshot(), vec![(7, fresh)]);
     }
 }
