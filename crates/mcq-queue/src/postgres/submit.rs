@@ -1,7 +1,11 @@
-//! Enqueueing: a whole submission in one transaction of a few statements,
-//! whatever its size (arrays bound once and expanded with `unnest`).
+//! Enqueueing: a whole submission in one statement, whatever its size
+//! (arrays bound once and expanded with `unnest`).
+//!
+//! One statement is one round trip and an implicit transaction: no BEGIN,
+//! no COMMIT, so a single job is committed (and its workers woken) a few
+//! round trips sooner, which is most of a fresh job's pickup latency.
 
-use sqlx::{Postgres, Row as _, Transaction};
+use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::{CHANNEL, PgQueue};
@@ -9,38 +13,87 @@ use crate::plan::{self, Plan};
 use crate::store::StoreError;
 use crate::types::{IdempotencyKey, Submission, Submitted};
 
+/// Inserts the idempotency key (if any), the batch (if any), the jobs and
+/// their tasks, and notifies the workers, all or nothing. With a key that
+/// exists already nothing is written and `ok` is false. Data-modifying
+/// CTEs always run to completion; each of them is gated on `go`.
+///
+/// A concurrent submit with the same key waits on the key's insert until
+/// the other commits, then sees the conflict and writes nothing.
+const SUBMIT: &str = "
+WITH key AS (
+    INSERT INTO idempotency_keys (key, fingerprint, batch_id, job_ids)
+    SELECT $1, $2, $3, $4 WHERE $1::text IS NOT NULL
+    ON CONFLICT (key) DO NOTHING
+    RETURNING 1
+), go AS (
+    SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM key) AS ok
+), batch AS (
+    INSERT INTO batches (id, label, total)
+    SELECT $3, $5, $6 FROM go WHERE go.ok AND $3::uuid IS NOT NULL
+), job_rows AS (
+    INSERT INTO jobs (id, batch_id, position, spec, task_count)
+    SELECT j.id, $3, (j.ord - 1)::int, j.spec::json, j.task_count
+    FROM unnest($7::uuid[], $8::text[], $9::int[]) WITH ORDINALITY AS j(id, spec, task_count, ord)
+    WHERE (SELECT ok FROM go)
+), task_rows AS (
+    INSERT INTO tasks (job_id, chunk_start, chunk_end)
+    SELECT * FROM unnest($10::uuid[], $11::int8[], $12::int8[])
+    WHERE (SELECT ok FROM go)
+), wake AS (
+    -- Delivered at commit, and only if the statement commits.
+    SELECT pg_notify($13, '') FROM go WHERE go.ok
+)
+SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go";
+
 impl PgQueue {
-    /// Inserts the batch, its jobs and their tasks, all or nothing, and
-    /// wakes idle workers. An idempotency key is claimed first, so a
-    /// concurrent submit with the same key waits for us and then replays.
+    /// Enqueues a submission (see [`SUBMIT`]); with a key seen before,
+    /// replays what that submission created instead.
     pub(crate) async fn submit(&self, submission: Submission) -> Result<Submitted, StoreError> {
         let plan = plan::plan(&submission, self.config.chunks_per_task)?;
-        let mut tx = self.pool.begin().await?;
-        if let Some(key) = &submission.idempotency
-            && !claim_key(&mut tx, key, &plan).await?
-        {
-            tx.rollback().await?;
+        let key = submission.idempotency.as_ref();
+        // A batch's ids are read back from its jobs: no need to store 100,000 of them.
+        let key_job_ids = match (key, plan.batch_id) {
+            (Some(_), None) => plan.job_ids(),
+            _ => Vec::new(),
+        };
+        let tasks = TaskColumns::of(&plan);
+        let job_ids = plan.job_ids();
+        let row = sqlx::query(SUBMIT)
+            .bind(key.map(|k| k.key.as_str()))
+            .bind(key.map(|k| k.fingerprint.as_str()))
+            .bind(plan.batch_id)
+            .bind(key_job_ids)
+            .bind(submission.label.as_deref())
+            .bind(plan.jobs.len() as i64)
+            .bind(&job_ids)
+            .bind(
+                plan.jobs
+                    .iter()
+                    .map(|j| j.spec_json.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                plan.jobs
+                    .iter()
+                    .map(|j| j.tasks.len() as i32)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(tasks.job_ids)
+            .bind(tasks.starts)
+            .bind(tasks.ends)
+            .bind(CHANNEL)
+            .fetch_one(&self.pool)
+            .await?;
+        if !row.try_get::<bool, _>("ok")? {
+            let key = key.ok_or_else(|| {
+                StoreError::Corrupt("a submission without a key was refused".into())
+            })?;
             return self.replay(key).await;
         }
-        if let Some(batch_id) = plan.batch_id {
-            sqlx::query("INSERT INTO batches (id, label, total) VALUES ($1, $2, $3)")
-                .bind(batch_id)
-                .bind(submission.label.as_deref())
-                .bind(plan.jobs.len() as i64)
-                .execute(&mut *tx)
-                .await?;
-        }
-        insert_jobs(&mut tx, &plan).await?;
-        insert_tasks(&mut tx, &plan).await?;
-        // Delivered at commit, and only if we commit.
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(CHANNEL)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
         Ok(Submitted {
             batch_id: plan.batch_id,
-            job_ids: plan.job_ids(),
+            job_ids,
             replayed: false,
         })
     }
@@ -81,81 +134,28 @@ impl PgQueue {
     }
 }
 
-/// Records the key with what this submission creates; false when the key
-/// exists already (after waiting for a concurrent holder to commit).
-async fn claim_key(
-    tx: &mut Transaction<'static, Postgres>,
-    key: &IdempotencyKey,
-    plan: &Plan,
-) -> Result<bool, StoreError> {
-    // A batch's ids are read back from its jobs: no need to store 100,000 of them.
-    let job_ids = if plan.batch_id.is_some() {
-        Vec::new()
-    } else {
-        plan.job_ids()
-    };
-    let inserted = sqlx::query(
-        "INSERT INTO idempotency_keys (key, fingerprint, batch_id, job_ids) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (key) DO NOTHING",
-    )
-    .bind(&key.key)
-    .bind(&key.fingerprint)
-    .bind(plan.batch_id)
-    .bind(job_ids)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    Ok(inserted == 1)
+/// The tasks of a plan as the three arrays the insert unnests.
+struct TaskColumns {
+    job_ids: Vec<Uuid>,
+    starts: Vec<Option<i64>>,
+    ends: Vec<Option<i64>>,
 }
 
-/// All jobs in one statement; `position` is the submission order.
-async fn insert_jobs(
-    tx: &mut Transaction<'static, Postgres>,
-    plan: &Plan,
-) -> Result<(), StoreError> {
-    let ids: Vec<Uuid> = plan.job_ids();
-    let specs: Vec<&str> = plan.jobs.iter().map(|j| j.spec_json.as_str()).collect();
-    let task_counts: Vec<i32> = plan.jobs.iter().map(|j| j.tasks.len() as i32).collect();
-    sqlx::query(
-        "INSERT INTO jobs (id, batch_id, position, spec, task_count)
-         SELECT j.id, $2, (j.ord - 1)::int, j.spec::json, j.task_count
-         FROM unnest($1::uuid[], $3::text[], $4::int[]) WITH ORDINALITY AS j(id, spec, task_count, ord)",
-    )
-    .bind(ids)
-    .bind(plan.batch_id)
-    .bind(specs)
-    .bind(task_counts)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// All tasks in one statement.
-async fn insert_tasks(
-    tx: &mut Transaction<'static, Postgres>,
-    plan: &Plan,
-) -> Result<(), StoreError> {
-    let n = plan.task_count();
-    let (mut job_ids, mut starts, mut ends) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for job in &plan.jobs {
-        for range in &job.tasks {
-            job_ids.push(job.id);
-            starts.push(range.as_ref().map(|r| r.start as i64));
-            ends.push(range.as_ref().map(|r| r.end as i64));
+impl TaskColumns {
+    fn of(plan: &Plan) -> TaskColumns {
+        let n = plan.task_count();
+        let mut columns = TaskColumns {
+            job_ids: Vec::with_capacity(n),
+            starts: Vec::with_capacity(n),
+            ends: Vec::with_capacity(n),
+        };
+        for job in &plan.jobs {
+            for range in &job.tasks {
+                columns.job_ids.push(job.id);
+                columns.starts.push(range.as_ref().map(|r| r.start as i64));
+                columns.ends.push(range.as_ref().map(|r| r.end as i64));
+            }
         }
+        columns
     }
-    sqlx::query(
-        "INSERT INTO tasks (job_id, chunk_start, chunk_end)
-         SELECT * FROM unnest($1::uuid[], $2::int8[], $3::int8[])",
-    )
-    .bind(job_ids)
-    .bind(starts)
-    .bind(ends)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
 }
