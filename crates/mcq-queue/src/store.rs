@@ -218,14 +218,16 @@ impl Store {
     ) -> Result<Heartbeat, StoreError> {
         dispatch!(self, q => q.heartbeat(worker, held).await)
     }
-    /// Fails the tasks whose lease expired on their last allowed attempt
-    /// (each time, the worker holding them vanished: a task that kills its
-    /// worker must not be rescued forever), with their jobs; returns how
-    /// many tasks were failed.
-    pub async fn reap(&self) -> Result<u64, StoreError> {
+    /// Ends expired leases: a task with attempts left goes back to the
+    /// queue (its worker vanished; any worker may claim it again), and one
+    /// on its last allowed attempt fails with its job (each time, the
+    /// worker holding it vanished: a task that kills its worker must not
+    /// be rescued forever). Workers call this every heartbeat interval, so
+    /// claiming never scans running tasks.
+    pub async fn reap(&self) -> Result<Reaped, StoreError> {
         dispatch!(self, q => q.reap().await)
     }
-    /// Claims up to `max` runnable tasks (queued, or running with an expired lease).
+    /// Claims up to `max` due queued tasks (expired leases are requeued by [`Store::reap`]).
     pub async fn claim(&self, worker: Uuid, max: u32) -> Result<Vec<ClaimedTask>, StoreError> {
         if max == 0 {
             return Ok(Vec::new());

@@ -244,6 +244,15 @@ pub struct TaskDone {
     pub compute_ms: f64,
 }
 
+/// What [`crate::Store::reap`] did with the leases it found expired.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reaped {
+    /// Tasks with attempts left, back in the queue for any worker to claim.
+    pub requeued: u64,
+    /// Tasks on their last attempt, failed with their jobs.
+    pub failed: u64,
+}
+
 /// What a heartbeat found out about the leases a worker presented. Both
 /// lists are sorted by task id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -73,9 +73,10 @@ pub(crate) async fn renew_leases(
     }
 }
 
-/// Fails tasks whose lease expired on their last attempt, every `interval`
-/// until `stop`. Any worker may do it: the statement skips rows another
-/// worker is reaping.
+/// Ends expired leases every `interval` until `stop`: requeues tasks with
+/// attempts left, fails those on their last attempt. Any worker may do it:
+/// the statement skips rows another worker is reaping. Recovery after a
+/// lost worker therefore takes its lease plus at most one interval.
 pub(crate) async fn reap(store: Store, interval: Duration, stop: CancellationToken) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -85,11 +86,20 @@ pub(crate) async fn reap(store: Store, interval: Duration, stop: CancellationTok
             _ = ticks.tick() => {}
         }
         match store.reap().await {
-            Ok(0) => {}
-            Ok(failed) => tracing::warn!(
-                failed,
-                "failed tasks whose lease expired on their last attempt"
-            ),
+            Ok(reaped) => {
+                if reaped.requeued > 0 {
+                    tracing::info!(
+                        tasks = reaped.requeued,
+                        "leases expired (their worker vanished): tasks back in the queue"
+                    );
+                }
+                if reaped.failed > 0 {
+                    tracing::warn!(
+                        tasks = reaped.failed,
+                        "failed tasks whose lease expired on their last attempt"
+                    );
+                }
+            }
             Err(err) => tracing::debug!(error = %err, "reaping failed; will try again"),
         }
     }

@@ -12,7 +12,7 @@ use crate::plan;
 use crate::store::StoreError;
 use mcq_kernel::PriceResult;
 
-use crate::types::{ClaimedTask, Heartbeat, TaskDone, TaskOutput};
+use crate::types::{ClaimedTask, Heartbeat, Reaped, TaskDone, TaskOutput};
 
 // Row estimates of CTEs are guesses (usually one row), so these statements
 // avoid joining one CTE against another: a nested loop over two CTEs of a
@@ -29,29 +29,25 @@ use crate::types::{ClaimedTask, Heartbeat, TaskDone, TaskOutput};
 // ANALYZE of an idle queue, say), rescanning the pairs once per running
 // task: 5,529 × 2,000 rows, 7 s for one completion (auto_explain, 2026-11-30).
 
-/// Claim: expired leases with attempts left first (rescue; those without
-/// are for `reap`), then queued tasks that are due, both skipping rows
-/// another claimer holds; each claimed task gets a new token and one more
-/// attempt, and its job starts running (job rows locked in id order).
-/// Rows with a task id are the claimed tasks; rows without carry the spec
-/// of each job involved.
+/// Claim: due queued tasks in order, skipping rows another claimer holds;
+/// each claimed task gets a new token and one more attempt, and its job
+/// starts running (job rows locked in id order). Expired leases are not
+/// looked for here: the reaper puts them back in the queue, so a claim
+/// never scans running tasks (whose index keeps the entries of deleted
+/// tasks until vacuum). Rows with a task id are the claimed tasks; rows
+/// without carry the spec of each job involved.
 const CLAIM: &str = "
-WITH rescue AS (
-    SELECT id FROM tasks
-    WHERE state = 'running' AND lease_expires_at < now() AND attempt < $4
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), fresh AS (
+WITH fresh AS (
     SELECT id FROM tasks
     WHERE state = 'queued' AND run_at <= now()
     ORDER BY run_at, id
-    LIMIT greatest($2 - (SELECT count(*) FROM rescue), 0)
+    LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE tasks t
     SET state = 'running', attempt = t.attempt + 1, lease_token = gen_random_uuid(),
         lease_expires_at = now() + make_interval(secs => $3), worker_id = $1
-    WHERE t.id = ANY(ARRAY(SELECT id FROM rescue UNION ALL SELECT id FROM fresh))
+    WHERE t.id = ANY(ARRAY(SELECT id FROM fresh))
     RETURNING t.id, t.job_id, t.lease_token, t.attempt, t.chunk_start, t.chunk_end
 ), per_job AS (
     SELECT job_id, count(*)::int AS n FROM claimed GROUP BY job_id ORDER BY job_id
@@ -65,6 +61,31 @@ WITH rescue AS (
 SELECT id, job_id, lease_token, attempt, chunk_start, chunk_end, NULL::text AS spec FROM claimed
 UNION ALL
 SELECT NULL, id, NULL, NULL, NULL, NULL, spec FROM started";
+
+/// Reap: expired leases, once, skipping rows another reaper holds. Tasks
+/// with attempts left go back to the queue (keeping their place: `run_at`
+/// is unchanged); those on their last attempt fail. Failed rows come back
+/// with their job and error; a requeued row comes back as a bare count row.
+const REAP: &str = "
+WITH expired AS (
+    SELECT id, attempt FROM tasks
+    WHERE state = 'running' AND lease_expires_at < now()
+    FOR UPDATE SKIP LOCKED
+), requeued AS (
+    UPDATE tasks SET state = 'queued', lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    WHERE id = ANY(ARRAY(SELECT id FROM expired WHERE attempt < $1))
+    RETURNING id
+), failed AS (
+    UPDATE tasks SET state = 'failed', finished_at = now(),
+        error = format('lease expired on attempt %s of %s: the worker holding the task \
+                        was lost each time (killed, crashed or cut off)', attempt, $1::int),
+        lease_token = NULL, lease_expires_at = NULL
+    WHERE id = ANY(ARRAY(SELECT id FROM expired WHERE attempt >= $1))
+    RETURNING id, job_id, error
+)
+SELECT id, job_id, error FROM failed
+UNION ALL
+SELECT id, NULL, NULL FROM requeued";
 
 /// Complete, step 1: the fenced task transitions; accepted rows come back.
 /// A task of a split job succeeds (step 1b saves its partial). A
@@ -188,7 +209,6 @@ impl PgQueue {
             .bind(worker)
             .bind(i64::from(max))
             .bind(self.lease_secs())
-            .bind(i32::try_from(self.config.max_attempts).unwrap_or(i32::MAX))
             .fetch_all(&self.pool)
             .await?;
         let mut specs = HashMap::new();
@@ -248,38 +268,41 @@ impl PgQueue {
         Ok(reply)
     }
 
-    /// Fails tasks whose lease expired on their last attempt, with their
-    /// jobs (siblings cancelled, as for a failure through `fail`).
-    pub(crate) async fn reap(&self) -> Result<u64, StoreError> {
+    /// Requeues expired leases with attempts left and fails those on their
+    /// last attempt, with their jobs (siblings cancelled, as for `fail`).
+    pub(crate) async fn reap(&self) -> Result<Reaped, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(
-            "UPDATE tasks SET state = 'failed', finished_at = now(),
-                 error = format('lease expired on attempt %s of %s: the worker holding the task \
-                                 was lost each time (killed, crashed or cut off)', attempt, $1::int),
-                 lease_token = NULL, lease_expires_at = NULL
-             WHERE id IN (
-                 SELECT id FROM tasks
-                 WHERE state = 'running' AND lease_expires_at < now() AND attempt >= $1
-                 FOR UPDATE SKIP LOCKED)
-             RETURNING id, job_id, error",
-        )
-        .bind(i32::try_from(self.config.max_attempts).unwrap_or(i32::MAX))
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = sqlx::query(REAP)
+            .bind(i32::try_from(self.config.max_attempts).unwrap_or(i32::MAX))
+            .fetch_all(&mut *tx)
+            .await?;
         if rows.is_empty() {
-            return Ok(0);
+            return Ok(Reaped::default());
         }
-        let mut ids = Vec::with_capacity(rows.len());
-        let mut jobs = Vec::with_capacity(rows.len());
-        let mut errors = Vec::with_capacity(rows.len());
+        let mut reaped = Reaped::default();
+        let mut jobs = Vec::new();
+        let mut errors = Vec::new();
         for row in &rows {
-            ids.push(row.try_get::<i64, _>("id")?);
-            jobs.push(row.try_get::<Uuid, _>("job_id")?);
-            errors.push(row.try_get::<String, _>("error")?);
+            match row.try_get::<Option<Uuid>, _>("job_id")? {
+                Some(job) => {
+                    reaped.failed += 1;
+                    jobs.push(job);
+                    errors.push(row.try_get::<String, _>("error")?);
+                }
+                None => reaped.requeued += 1,
+            }
         }
-        fail_jobs(&mut tx, &jobs, &errors).await?;
+        if !jobs.is_empty() {
+            fail_jobs(&mut tx, &jobs, &errors).await?;
+        }
+        if reaped.requeued > 0 {
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(CHANNEL)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
-        Ok(ids.len() as u64)
+        Ok(reaped)
     }
 
     /// Fenced batch completion; finished jobs get their result in the same

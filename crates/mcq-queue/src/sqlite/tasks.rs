@@ -10,19 +10,15 @@ use uuid::Uuid;
 use super::{SqliteQueue, duration_us, now_us};
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{ClaimedTask, Heartbeat, TaskDone, TaskOutput};
+use crate::types::{ClaimedTask, Heartbeat, Reaped, TaskDone, TaskOutput};
 
-/// Expired leases with attempts left first (rescue; the others are for
-/// `reap`), then due queued tasks in order.
+/// Due queued tasks in order (expired leases are requeued by `reap`).
 const CLAIM: &str = "
 UPDATE tasks
 SET state = 'running', attempt = attempt + 1, lease_token = randomblob(16),
     lease_expires_at = ?1 + ?2, worker_id = ?3
 WHERE id IN (
-    SELECT id FROM (SELECT id FROM tasks WHERE state = 'running' AND lease_expires_at < ?1 AND attempt < ?5 LIMIT ?4)
-    UNION ALL
-    SELECT id FROM (SELECT id FROM tasks WHERE state = 'queued' AND run_at <= ?1 ORDER BY run_at, id LIMIT ?4)
-    LIMIT ?4)
+    SELECT id FROM tasks WHERE state = 'queued' AND run_at <= ?1 ORDER BY run_at, id LIMIT ?4)
 RETURNING id, job_id, lease_token, attempt, chunk_start, chunk_end";
 
 impl SqliteQueue {
@@ -39,7 +35,6 @@ impl SqliteQueue {
             .bind(self.lease_us())
             .bind(worker)
             .bind(i64::from(max))
-            .bind(i64::from(self.config.max_attempts))
             .fetch_all(&mut *tx)
             .await?;
         let mut per_job: BTreeMap<Uuid, i64> = BTreeMap::new();
@@ -134,10 +129,20 @@ impl SqliteQueue {
         Ok(reply)
     }
 
-    /// Fails tasks whose lease expired on their last attempt, with their jobs.
-    pub(crate) async fn reap(&self) -> Result<u64, StoreError> {
+    /// Requeues expired leases with attempts left (keeping their place in
+    /// the queue) and fails those on their last attempt, with their jobs.
+    pub(crate) async fn reap(&self) -> Result<Reaped, StoreError> {
         let now = now_us();
         let mut tx = self.write().await?;
+        let requeued = sqlx::query(
+            "UPDATE tasks SET state = 'queued', lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+             WHERE state = 'running' AND lease_expires_at < ?1 AND attempt < ?2",
+        )
+        .bind(now)
+        .bind(i64::from(self.config.max_attempts))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
         let rows = sqlx::query(
             "UPDATE tasks SET state = 'failed', finished_at = ?1,
                  error = 'lease expired on attempt ' || attempt || ' of ' || ?2 || ': the worker holding \
@@ -154,7 +159,10 @@ impl SqliteQueue {
             fail_job(&mut tx, row.try_get("job_id")?, row.try_get("error")?, now).await?;
         }
         tx.commit().await?;
-        Ok(rows.len() as u64)
+        Ok(Reaped {
+            requeued,
+            failed: rows.len() as u64,
+        })
     }
 
     /// Fenced completion; a job's result is written with its last task.

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use mcq_queue::{JobState, QueueConfig};
+use mcq_queue::{JobState, QueueConfig, Reaped};
 
 use crate::harness::{Db, batch, compute, quick, single, submit, worker};
 
-pub(crate) async fn expired_lease_is_rescued_by_next_claim(db: &Db) {
+pub(crate) async fn expired_lease_is_requeued_and_claimed_again(db: &Db) {
     let store = db.store(quick(300)).await;
     let id = submit(&store, single(1)).await.job_ids[0];
     let (a, b) = (worker(&store).await, worker(&store).await);
@@ -22,6 +22,17 @@ pub(crate) async fn expired_lease_is_rescued_by_next_claim(db: &Db) {
     );
     // Worker a goes silent; its lease runs out.
     tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        store.claim(b, 1).await.expect("claim").is_empty(),
+        "claims take queued tasks only; the reaper requeues expired ones"
+    );
+    assert_eq!(
+        store.reap().await.expect("reap"),
+        Reaped {
+            requeued: 1,
+            failed: 0
+        }
+    );
     let rescued = store
         .claim(b, 1)
         .await
@@ -65,10 +76,12 @@ pub(crate) async fn heartbeat_keeps_lease_alive(db: &Db) {
                 .expect("heartbeat")
                 .is_clear()
         );
-        assert!(
-            store.claim(b, 1).await.expect("claim").is_empty(),
-            "a renewed lease is not rescued"
+        assert_eq!(
+            store.reap().await.expect("reap"),
+            Reaped::default(),
+            "a renewed lease is not requeued"
         );
+        assert!(store.claim(b, 1).await.expect("claim").is_empty());
     }
     assert!(
         store
@@ -90,6 +103,7 @@ pub(crate) async fn late_completion_fail_and_release_are_refused(db: &Db) {
         .pop()
         .expect("a task");
     tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(store.reap().await.expect("reap").requeued, 1);
     let fresh = store
         .claim(rescuer, 1)
         .await
@@ -203,6 +217,7 @@ pub(crate) async fn heartbeat_renews_only_presented_leases(db: &Db) {
                 .is_clear()
         );
     }
+    assert_eq!(store.reap().await.expect("reap").requeued, 1);
     let rescued = store.claim(b, 2).await.expect("claim");
     assert_eq!(
         rescued.iter().map(|t| t.task_id).collect::<Vec<_>>(),
@@ -239,6 +254,16 @@ pub(crate) async fn lease_expiring_on_last_attempt_fails_the_job(db: &Db) {
     let id = submit(&store, single(1)).await.job_ids[0];
     let w = worker(&store).await;
     for attempt in 1..=2 {
+        if attempt > 1 {
+            assert_eq!(
+                store.reap().await.expect("reap"),
+                Reaped {
+                    requeued: 1,
+                    failed: 0
+                },
+                "an expired lease with attempts left goes back to the queue"
+            );
+        }
         let task = store
             .claim(w, 1)
             .await
@@ -246,16 +271,30 @@ pub(crate) async fn lease_expiring_on_last_attempt_fails_the_job(db: &Db) {
             .pop()
             .expect("a task with attempts left is claimable");
         assert_eq!(task.attempt, attempt);
-        assert_eq!(store.reap().await.expect("reap"), 0, "the lease is alive");
+        assert_eq!(
+            store.reap().await.expect("reap"),
+            Reaped::default(),
+            "the lease is alive"
+        );
         // The worker dies with the task (a poison task would kill every one).
         tokio::time::sleep(Duration::from_millis(400)).await;
     }
+    assert_eq!(
+        store.reap().await.expect("reap"),
+        Reaped {
+            requeued: 0,
+            failed: 1
+        }
+    );
     assert!(
         store.claim(w, 1).await.expect("claim").is_empty(),
         "no rescue beyond max_attempts"
     );
-    assert_eq!(store.reap().await.expect("reap"), 1);
-    assert_eq!(store.reap().await.expect("reap"), 0, "reaped once");
+    assert_eq!(
+        store.reap().await.expect("reap"),
+        Reaped::default(),
+        "reaped once"
+    );
     let job = store.job(id).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Failed);
     let error = job.error.expect("an error");

@@ -45,7 +45,7 @@ conformance! {
     claims::concurrent_claimers_each_task_claimed_once,
     claims::claim_sets_running_token_attempt_and_start,
     claims::wait_for_work_wakes_on_submit,
-    leases::expired_lease_is_rescued_by_next_claim,
+    leases::expired_lease_is_requeued_and_claimed_again,
     leases::heartbeat_keeps_lease_alive,
     leases::late_completion_fail_and_release_are_refused,
     leases::release_hands_back_without_spending_an_attempt,
