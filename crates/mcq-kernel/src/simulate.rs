@@ -99,6 +99,32 @@ impl ChunkSums {
         }
     }
 
+    /// Adds `count` paths of path sum `sum` and geometric control `g`.
+    #[inline(always)]
+    fn add_counted<const ARITH: bool, const GEO: bool>(
+        &mut self,
+        model: &Model,
+        count: u32,
+        sum: f64,
+        g: f64,
+    ) {
+        let c = f64::from(count);
+        let y = model.payoff(sum);
+        self.y += c * y;
+        self.yy += c * (y * y);
+        if ARITH {
+            let a = sum - model.mean_sum;
+            self.a += c * a;
+            self.aa += c * (a * a);
+            self.ya += c * (y * a);
+        }
+        if GEO {
+            self.g += c * g;
+            self.gg += c * (g * g);
+            self.yg += c * (y * g);
+        }
+    }
+
     fn add(&mut self, o: &ChunkSums) {
         self.y += o.y;
         self.yy += o.yy;
@@ -117,10 +143,6 @@ impl ChunkSums {
 /// Path j reads draws j·B .. j·B + B of the stream (B blocks per path);
 /// lane l sums paths l, l + LANES, …, and the lanes are added in order, so
 /// the chunk's sums are a fixed function of the chunk.
-#[expect(
-    clippy::needless_range_loop,
-    reason = "`l` indexes three parallel per-lane arrays; an iterator chain over them reads worse"
-)]
 pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
     model: &Model,
     plan: &BlockPlan,
@@ -129,8 +151,26 @@ pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
     paths: u64,
 ) -> ChunkSums {
     if plan.group > 0 {
-        return grouped_paths::<ARITH, GEO>(model, plan, geo, stream, paths);
+        grouped_paths::<ARITH, GEO>(model, plan, geo, stream, paths)
+    } else if model.periods <= MAX_COUNTED_TWO_BLOCK_PERIODS {
+        two_block_paths::<ARITH, GEO>(model, plan, geo, stream, paths)
+    } else {
+        walked_paths::<ARITH, GEO>(model, plan, geo, stream, paths)
     }
+}
+
+/// Paths walked block by block, `LANES` side by side.
+#[expect(
+    clippy::needless_range_loop,
+    reason = "`l` indexes three parallel per-lane arrays; an iterator chain over them reads worse"
+)]
+fn walked_paths<const ARITH: bool, const GEO: bool>(
+    model: &Model,
+    plan: &BlockPlan,
+    geo: &[f64],
+    stream: Stream,
+    paths: u64,
+) -> ChunkSums {
     let blocks = u64::from(plan.long_count + plan.short_count);
     let mut lanes_sums = [ChunkSums::default(); LANES];
     let mut first = 0u64;
@@ -223,27 +263,58 @@ fn grouped_paths<const ARITH: bool, const GEO: bool>(
         if count == 0 {
             continue;
         }
-        let c = f64::from(count);
         // As the block loop computes it: spot 1, sum 1, then sum += spot·gain.
         let sum = 1.0 + table.patterns[pattern].gain;
-        let y = model.payoff(sum);
-        s.y += c * y;
-        s.yy += c * (y * y);
-        if ARITH {
-            let a = sum - model.mean_sum;
-            s.a += c * a;
-            s.aa += c * (a * a);
-            s.ya += c * (y * a);
+        let weight = (table.ups[pattern] >> 16) as usize;
+        s.add_counted::<ARITH, GEO>(model, count, sum, geo.get(weight).copied().unwrap_or(0.0));
+    }
+    s
+}
+
+/// Longest paths counted as two blocks: 2^15 patterns (128 KiB of counts;
+/// at 16 the counts and the per-pattern pass cost more than they save).
+/// Between 11 and 20 periods a path is two blocks, so the per-path work of
+/// the controls (payoff, both controls, eight sums) weighs on few steps;
+/// counting replaces it with one increment, as for one-block paths.
+const MAX_COUNTED_TWO_BLOCK_PERIODS: u32 = 15;
+
+/// Paths of two blocks (11 ..= `MAX_COUNTED_TWO_BLOCK_PERIODS` periods).
+/// Path j reads draws 2j and 2j + 1, as a walk does; its pattern is the
+/// pair of block patterns, counted, and the sums are formed once per
+/// pattern, in pattern order, from the values a walk would compute.
+fn two_block_paths<const ARITH: bool, const GEO: bool>(
+    model: &Model,
+    plan: &BlockPlan,
+    geo: &[f64],
+    stream: Stream,
+    paths: u64,
+) -> ChunkSums {
+    let first = &plan.long;
+    let second = plan.short.as_ref().unwrap_or(&plan.long);
+    debug_assert_eq!(plan.long_count + plan.short_count, 2);
+    let shift = first.steps;
+    let mut counts = vec![0u32; 1 << (first.steps + second.steps)];
+    let mut state = stream.state(0);
+    for _ in 0..paths {
+        let a = first.draw(output(state));
+        state = state.wrapping_add(STATE_STEP);
+        let b = second.draw(output(state));
+        state = state.wrapping_add(STATE_STEP);
+        counts[a | b << shift] += 1;
+    }
+    let mut s = ChunkSums::default();
+    for (pattern, &count) in counts.iter().enumerate() {
+        if count == 0 {
+            continue;
         }
-        if GEO {
-            let g = geo
-                .get((table.ups[pattern] >> 16) as usize)
-                .copied()
-                .unwrap_or(0.0);
-            s.g += c * g;
-            s.gg += c * (g * g);
-            s.yg += c * (y * g);
-        }
+        let (a, b) = (pattern & ((1 << shift) - 1), pattern >> shift);
+        let (pa, pb) = (first.patterns[a], second.patterns[b]);
+        // As the block loop computes it: spot 1, sum 1, then per block
+        // sum += spot·gain and spot ·= growth.
+        let sum = (1.0 + pa.gain) + pa.growth * pb.gain;
+        let (ua, ub) = (first.ups[a], second.ups[b]);
+        let weight = ((ua >> 16) + second.steps * (ua & 0xffff) + (ub >> 16)) as usize;
+        s.add_counted::<ARITH, GEO>(model, count, sum, geo.get(weight).copied().unwrap_or(0.0));
     }
     s
 }
@@ -253,6 +324,39 @@ mod tests {
     use super::*;
     use crate::Spec;
     use crate::geometric::GeometricControl;
+
+    /// Counting two-block paths gives the sums of walking the same paths,
+    /// up to the order of additions: same draws, same per-path values.
+    #[test]
+    fn two_block_paths_match_walked_paths() {
+        for (interest, n) in [(1.08, 11), (1.3, 12), (0.81, 13), (1.08, 15)] {
+            let model = Model::new(&Spec {
+                interest,
+                periods: n,
+                ..Spec::default()
+            });
+            let plan = BlockPlan::new(&model);
+            let geo = GeometricControl::new(&model).payoff;
+            let stream = Stream::new(6, 4);
+            for paths in [1, 7, 1003] {
+                let got = two_block_paths::<true, true>(&model, &plan, &geo, stream, paths);
+                let want = walked_paths::<true, true>(&model, &plan, &geo, stream, paths);
+                let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+                for (a, b) in [
+                    (got.y, want.y),
+                    (got.yy, want.yy),
+                    (got.a, want.a),
+                    (got.aa, want.aa),
+                    (got.ya, want.ya),
+                    (got.g, want.g),
+                    (got.gg, want.gg),
+                    (got.yg, want.yg),
+                ] {
+                    assert!(close(a, b), "{interest} {n} {paths}: {a} vs {b}");
+                }
+            }
+        }
+    }
 
     /// Counting grouped paths gives the sums of taking the same paths one
     /// by one (path i of group g: bits i·n .. (i + 1)·n of draw g), up to

@@ -88,11 +88,12 @@ fn any_chunking_and_merge_order_gives_the_same_bits() {
 }
 
 /// Paths of up to 10 periods are drawn several per random number and
-/// counted, and short antithetic pairs too; a last chunk that ends inside a
-/// group of paths or pairs must not change that the bits are the same.
+/// counted, paths of 11 to 15 periods and short antithetic pairs are
+/// counted too; a last chunk that ends inside a group of paths or pairs
+/// must not change that the bits are the same.
 #[test]
 fn short_paths_give_the_same_bits_on_any_threads_and_chunking() {
-    for periods in [1, 3, 6, 9] {
+    for periods in [1, 3, 6, 9, 12] {
         for vr in [
             VarianceReduction::None,
             VarianceReduction::Antithetic,
