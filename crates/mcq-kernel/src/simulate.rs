@@ -4,6 +4,7 @@
 use crate::blocks::{BlockPlan, BlockTable, SLOTS};
 use crate::model::Model;
 use crate::rng::{STATE_STEP, Stream, output};
+use crate::spec::OptionKind;
 
 /// Floating-point sums over one chunk's samples. `y` is the (undiscounted,
 /// path-sum unit) payoff; `a` the arithmetic control (path sum minus its
@@ -33,8 +34,9 @@ struct Lanes {
     draw: [u64; LANES],
     spot: [f64; LANES],
     sum: [f64; LANES],
-    /// Up moves so far and W = Σ_i U_i, for the geometric control.
-    ups: [u32; LANES],
+    /// W = Σ_i U_i (U_i = ups among the first i steps) of the blocks so
+    /// far, each up counted once for every step left in the path, so the
+    /// geometric control needs no running count of ups.
     weight: [u32; LANES],
 }
 
@@ -45,14 +47,15 @@ impl Lanes {
             draw: std::array::from_fn(|l| stream.state((first + l as u64) * blocks)),
             spot: [1.0; LANES],
             sum: [1.0; LANES],
-            ups: [0; LANES],
             weight: [0; LANES],
         }
     }
 
-    /// Advances every lane by one block of `table`.
+    /// Advances every lane by one block of `table`, followed by `rest`
+    /// more steps: an up at step i counts in U_i .. U_n, so the block adds
+    /// its own weight plus its ups times `rest` to W.
     #[inline(always)]
-    fn step<const GEO: bool>(&mut self, table: &BlockTable) {
+    fn step<const GEO: bool>(&mut self, table: &BlockTable, rest: u32) {
         for l in 0..LANES {
             let pattern = table.draw(output(self.draw[l]));
             self.draw[l] = self.draw[l].wrapping_add(STATE_STEP);
@@ -61,21 +64,101 @@ impl Lanes {
             self.spot[l] *= map.growth;
             if GEO {
                 let packed = table.ups[pattern];
-                self.weight[l] += table.steps * self.ups[l] + (packed >> 16);
-                self.ups[l] += packed & 0xffff;
+                self.weight[l] += rest * (packed & 0xffff) + (packed >> 16);
             }
         }
     }
 
     #[inline(always)]
     fn walk<const GEO: bool>(&mut self, plan: &BlockPlan) {
+        let mut rest = plan.long.steps * plan.long_count;
+        if let Some(short) = &plan.short {
+            rest += short.steps * plan.short_count;
+        }
         for _ in 0..plan.long_count {
-            self.step::<GEO>(&plan.long);
+            rest -= plan.long.steps;
+            self.step::<GEO>(&plan.long, rest);
         }
         if let Some(short) = &plan.short {
             for _ in 0..plan.short_count {
-                self.step::<GEO>(short);
+                rest -= short.steps;
+                self.step::<GEO>(short, rest);
             }
+        }
+    }
+}
+
+/// The sums of the walked paths, one per lane (lane l sums paths l,
+/// l + `LANES`, …), laid out field by field so a group of lanes is added
+/// with vector operations.
+#[derive(Clone, Copy, Default)]
+struct LaneSums {
+    y: [f64; LANES],
+    yy: [f64; LANES],
+    a: [f64; LANES],
+    aa: [f64; LANES],
+    ya: [f64; LANES],
+    g: [f64; LANES],
+    gg: [f64; LANES],
+    yg: [f64; LANES],
+}
+
+impl LaneSums {
+    /// Adds one path to every lane: path sums `sum`, geometric controls `g`.
+    /// Each lane's sums take the operations of `ChunkSums::add_path`, in
+    /// the same order, so the bits are those of adding the paths one by one.
+    #[inline(always)]
+    #[expect(
+        clippy::needless_range_loop,
+        reason = "`l` indexes several per-lane arrays; an iterator chain over them reads worse"
+    )]
+    fn add_paths<const ARITH: bool, const GEO: bool, const PUT: bool>(
+        &mut self,
+        model: &Model,
+        sum: &[f64; LANES],
+        g: &[f64; LANES],
+    ) {
+        let y: [f64; LANES] = std::array::from_fn(|l| {
+            // `model.payoff`, with the option kind resolved outside the loop.
+            if PUT {
+                (model.strike_sum - sum[l]).max(0.0)
+            } else {
+                (sum[l] - model.strike_sum).max(0.0)
+            }
+        });
+        for l in 0..LANES {
+            self.y[l] += y[l];
+            self.yy[l] += y[l] * y[l];
+        }
+        if ARITH {
+            for l in 0..LANES {
+                let a = sum[l] - model.mean_sum;
+                self.a[l] += a;
+                self.aa[l] += a * a;
+                self.ya[l] += y[l] * a;
+            }
+        }
+        if GEO {
+            for l in 0..LANES {
+                self.g[l] += g[l];
+                self.gg[l] += g[l] * g[l];
+                self.yg[l] += y[l] * g[l];
+            }
+        }
+    }
+
+    /// Lane `l`'s sums.
+    fn lane(&self, l: usize) -> ChunkSums {
+        ChunkSums {
+            y: self.y[l],
+            yy: self.yy[l],
+            a: self.a[l],
+            aa: self.aa[l],
+            ya: self.ya[l],
+            g: self.g[l],
+            gg: self.gg[l],
+            yg: self.yg[l],
+            pp: 0.0,
         }
     }
 }
@@ -160,10 +243,6 @@ pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
 }
 
 /// Paths walked block by block, `LANES` side by side.
-#[expect(
-    clippy::needless_range_loop,
-    reason = "`l` indexes three parallel per-lane arrays; an iterator chain over them reads worse"
-)]
 fn walked_paths<const ARITH: bool, const GEO: bool>(
     model: &Model,
     plan: &BlockPlan,
@@ -171,27 +250,52 @@ fn walked_paths<const ARITH: bool, const GEO: bool>(
     stream: Stream,
     paths: u64,
 ) -> ChunkSums {
+    // One loop per option kind: the payoff's branch stays out of it.
+    match model.option {
+        OptionKind::Call => walked::<ARITH, GEO, false>(model, plan, geo, stream, paths),
+        OptionKind::Put => walked::<ARITH, GEO, true>(model, plan, geo, stream, paths),
+    }
+}
+
+fn walked<const ARITH: bool, const GEO: bool, const PUT: bool>(
+    model: &Model,
+    plan: &BlockPlan,
+    geo: &[f64],
+    stream: Stream,
+    paths: u64,
+) -> ChunkSums {
     let blocks = u64::from(plan.long_count + plan.short_count);
-    let mut lanes_sums = [ChunkSums::default(); LANES];
-    let mut first = 0u64;
-    while first < paths {
-        // The last group may be partial: its extra lanes are simulated
-        // (cheaper than a separate loop) but not counted.
-        let live = (paths - first).min(LANES as u64) as usize;
-        let mut lanes = Lanes::start(stream, first, blocks);
-        lanes.walk::<GEO>(plan);
-        for l in 0..live {
-            let g = if GEO {
+    let control = |lanes: &Lanes| -> [f64; LANES] {
+        std::array::from_fn(|l| {
+            if GEO {
                 geo.get(lanes.weight[l] as usize).copied().unwrap_or(0.0)
             } else {
                 0.0
-            };
-            lanes_sums[l].add_path::<ARITH, GEO>(model, lanes.sum[l], g);
-        }
+            }
+        })
+    };
+    let mut sums = LaneSums::default();
+    let full = paths - paths % LANES as u64;
+    let mut first = 0u64;
+    while first < full {
+        let mut lanes = Lanes::start(stream, first, blocks);
+        lanes.walk::<GEO>(plan);
+        sums.add_paths::<ARITH, GEO, PUT>(model, &lanes.sum, &control(&lanes));
         first += LANES as u64;
     }
+    let mut lane_sums: [ChunkSums; LANES] = std::array::from_fn(|l| sums.lane(l));
+    if full < paths {
+        // A last, partial group: its extra lanes are simulated but not
+        // counted.
+        let mut lanes = Lanes::start(stream, full, blocks);
+        lanes.walk::<GEO>(plan);
+        let g = control(&lanes);
+        for l in 0..(paths - full) as usize {
+            lane_sums[l].add_path::<ARITH, GEO>(model, lanes.sum[l], g[l]);
+        }
+    }
     let mut total = ChunkSums::default();
-    for lane in &lanes_sums {
+    for lane in &lane_sums {
         total.add(lane);
     }
     total
@@ -353,6 +457,77 @@ mod tests {
                     (got.yg, want.yg),
                 ] {
                     assert!(close(a, b), "{interest} {n} {paths}: {a} vs {b}");
+                }
+            }
+        }
+    }
+
+    /// Walking lanes with vector sums and W accumulated per block gives
+    /// the bits of walking the same paths one by one, each lane summing
+    /// paths l, l + LANES, … and the lanes added in order: calls and puts,
+    /// two and three blocks, full and partial last groups.
+    #[test]
+    fn walked_paths_match_paths_walked_one_by_one() {
+        use crate::spec::OptionKind;
+        for (option, n) in [
+            (OptionKind::Call, 17),
+            (OptionKind::Put, 16),
+            (OptionKind::Call, 23),
+        ] {
+            let model = Model::new(&Spec {
+                option,
+                periods: n,
+                ..Spec::default()
+            });
+            let plan = BlockPlan::new(&model);
+            let geo = GeometricControl::new(&model).payoff;
+            let stream = Stream::new(3, 9);
+            let blocks = u64::from(plan.long_count + plan.short_count);
+            let tables: Vec<&BlockTable> =
+                std::iter::repeat_n(&plan.long, plan.long_count as usize)
+                    .chain(std::iter::repeat_n(
+                        plan.short.as_ref().unwrap_or(&plan.long),
+                        plan.short_count as usize,
+                    ))
+                    .collect();
+            for paths in [1, 6, 1003] {
+                let got = walked_paths::<true, true>(&model, &plan, &geo, stream, paths);
+                let mut lanes = [ChunkSums::default(); LANES];
+                for j in 0..paths {
+                    let (mut spot, mut sum, mut ups, mut weight) = (1.0, 1.0, 0u32, 0u32);
+                    for (b, table) in tables.iter().enumerate() {
+                        let pattern = table.draw(stream.at(j * blocks + b as u64));
+                        sum += spot * table.patterns[pattern].gain;
+                        spot *= table.patterns[pattern].growth;
+                        let packed = table.ups[pattern];
+                        weight += table.steps * ups + (packed >> 16);
+                        ups += packed & 0xffff;
+                    }
+                    lanes[j as usize % LANES].add_path::<true, true>(
+                        &model,
+                        sum,
+                        geo[weight as usize],
+                    );
+                }
+                let mut want = ChunkSums::default();
+                for lane in &lanes {
+                    want.add(lane);
+                }
+                for (a, b) in [
+                    (got.y, want.y),
+                    (got.yy, want.yy),
+                    (got.a, want.a),
+                    (got.aa, want.aa),
+                    (got.ya, want.ya),
+                    (got.g, want.g),
+                    (got.gg, want.gg),
+                    (got.yg, want.yg),
+                ] {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{option:?} {n} {paths}: {a} vs {b}"
+                    );
                 }
             }
         }

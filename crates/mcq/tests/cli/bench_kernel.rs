@@ -48,6 +48,9 @@ fn bench_kernel_reports_every_section_as_json() {
         }
     }
     assert!(shapes.iter().any(|s| s["periods"] == 1));
+    // Two-block paths, counted (12) and walked (17).
+    assert!(shapes.iter().any(|s| s["periods"] == 12));
+    assert!(shapes.iter().any(|s| s["periods"] == 17));
     assert!(shapes.iter().any(|s| s["put"] == true));
     assert!(positive(&v["worst_shape_ns_per_path_step"]));
 

@@ -17,7 +17,7 @@ pub(super) struct Shape {
 /// The inputs on which "never slower than 1 ns per path-step" is checked:
 /// short and long paths, p near 0 and near 1, puts, deep in and out of the
 /// money. p = (interest − 0.8)/0.6 with the default up 1.4 and down 0.8.
-pub(super) const SHAPES: [Shape; 11] = {
+pub(super) const SHAPES: [Shape; 13] = {
     const fn shape(name: &'static str, periods: u32, interest: f64, exercise: f64) -> Shape {
         Shape {
             name,
@@ -36,6 +36,10 @@ pub(super) const SHAPES: [Shape; 11] = {
         shape("1 period", 1, 1.08, 30.0),
         shape("2 periods", 2, 1.08, 30.0),
         shape("7 periods", 7, 1.08, 30.0),
+        // Two-block paths: counted up to 15 periods, walked from 16, where
+        // the controls' per-path work weighs most.
+        shape("12 periods", 12, 1.08, 30.0),
+        shape("17 periods", 17, 1.08, 30.0),
         shape("40 periods", 40, 1.08, 30.0),
         shape("400 periods", 400, 1.08, 30.0),
         shape("p = 0.001 (interest 0.8006)", 20, 0.8006, 30.0),
