@@ -63,6 +63,7 @@ pub(crate) async fn get_job(
     let mut stopping = stopping.map(|Extension(s)| s);
     let mut pacer = Pacer::new();
     loop {
+        let read = tokio::time::Instant::now();
         let view = state
             .store
             .job(id)
@@ -72,7 +73,8 @@ pub(crate) async fn get_job(
                 id: raw.clone(),
             })?;
         let finished = !matches!(view.state, JobState::Queued | JobState::Running);
-        let pause = pacer.pause(tokio::time::Instant::now(), u64::from(finished), 1);
+        let now = tokio::time::Instant::now();
+        let pause = pacer.pause(now, now - read, u64::from(finished), 1);
         if finished || !sleep_until_next(pause, deadline, stopping.as_mut()).await {
             return Ok(Json(view));
         }
@@ -108,6 +110,7 @@ pub(crate) async fn get_batch(
     let mut stopping = stopping.map(|Extension(s)| s);
     let mut pacer = Pacer::new();
     loop {
+        let read = tokio::time::Instant::now();
         let view = state
             .store
             .batch(id)
@@ -118,7 +121,8 @@ pub(crate) async fn get_batch(
             })?;
         let c = &view.counts;
         let finished = c.succeeded + c.failed + c.cancelled;
-        let pause = pacer.pause(tokio::time::Instant::now(), finished, view.total);
+        let now = tokio::time::Instant::now();
+        let pause = pacer.pause(now, now - read, finished, view.total);
         if view.done || !sleep_until_next(pause, deadline, stopping.as_mut()).await {
             return Ok(Json(view));
         }

@@ -139,7 +139,7 @@ async fn submit_and_follow(base: &str, args: &Args) -> anyhow::Result<(ServiceRu
         .submit_batch(&batch, None)
         .await
         .context("submitting the batch")?;
-    let view = follow_batch(&client, accepted.id, args.calls, Duration::from_millis(20)).await?;
+    let view = follow_batch(&client, accepted.id, args.calls, Duration::from_millis(500)).await?;
     let wall_ms = start.elapsed().as_secs_f64() * 1000.0;
     print_batch(&view);
     anyhow::ensure!(
