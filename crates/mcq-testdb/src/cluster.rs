@@ -11,7 +11,13 @@ use std::sync::OnceLock;
 use anyhow::{Context as _, bail};
 
 /// Port of the cluster shared by all test processes of this machine.
-const SHARED_PORT: u16 = 55432;
+///
+/// Below Linux's ephemeral range (32768–60999 by default): the tests bind
+/// HTTP servers and private clusters to ports the kernel picks from that
+/// range, and one of them once held 55432, the old choice, at the moment
+/// the shared cluster started, which failed every PostgreSQL test of that
+/// run with "Address already in use".
+const SHARED_PORT: u16 = 25432;
 
 /// A PostgreSQL cluster in a directory of its own, listening on loopback.
 #[derive(Debug)]
