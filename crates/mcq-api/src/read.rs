@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::extract::{RawId, parse_id};
 use crate::problem::ApiError;
-use crate::wait::{Pacer, Stopping, cap, parse_wait, sleep_until_next};
+use crate::wait::{Progress, Stopping, cap, parse_wait, poll_until};
 
 /// Jobs per page when `limit` is not given.
 const DEFAULT_PAGE: u32 = 100;
@@ -59,26 +59,31 @@ pub(crate) async fn get_job(
 ) -> Result<Json<JobView>, ApiError> {
     let id = parse_id(&raw, "job")?;
     let wait = wait_of(&state, query)?;
-    let deadline = tokio::time::Instant::now() + wait;
-    let mut stopping = stopping.map(|Extension(s)| s);
-    let mut pacer = Pacer::new();
-    loop {
-        let read = tokio::time::Instant::now();
-        let view = state
+    let read = || async {
+        state
             .store
             .job(id)
             .await?
             .ok_or_else(|| ApiError::NotFound {
                 what: "job",
                 id: raw.clone(),
-            })?;
-        let finished = !matches!(view.state, JobState::Queued | JobState::Running);
-        let now = tokio::time::Instant::now();
-        let pause = pacer.pause(now, now - read, u64::from(finished), 1);
-        if finished || !sleep_until_next(pause, deadline, stopping.as_mut()).await {
-            return Ok(Json(view));
-        }
-    }
+            })
+    };
+    let view = poll_until(
+        wait,
+        stopping.map(|Extension(s)| s),
+        read,
+        |view: &JobView| {
+            let finished = !matches!(view.state, JobState::Queued | JobState::Running);
+            Progress {
+                finished: u64::from(finished),
+                total: 1,
+                done: finished,
+            }
+        },
+    )
+    .await?;
+    Ok(Json(view))
 }
 
 /// Counts, aggregate statistics and timings of a batch, read in one query;
@@ -106,27 +111,31 @@ pub(crate) async fn get_batch(
 ) -> Result<Json<BatchView>, ApiError> {
     let id = parse_id(&raw, "batch")?;
     let wait = wait_of(&state, query)?;
-    let deadline = tokio::time::Instant::now() + wait;
-    let mut stopping = stopping.map(|Extension(s)| s);
-    let mut pacer = Pacer::new();
-    loop {
-        let read = tokio::time::Instant::now();
-        let view = state
+    let read = || async {
+        state
             .store
             .batch(id)
             .await?
             .ok_or_else(|| ApiError::NotFound {
                 what: "batch",
                 id: raw.clone(),
-            })?;
-        let c = &view.counts;
-        let finished = c.succeeded + c.failed + c.cancelled;
-        let now = tokio::time::Instant::now();
-        let pause = pacer.pause(now, now - read, finished, view.total);
-        if view.done || !sleep_until_next(pause, deadline, stopping.as_mut()).await {
-            return Ok(Json(view));
-        }
-    }
+            })
+    };
+    let view = poll_until(
+        wait,
+        stopping.map(|Extension(s)| s),
+        read,
+        |view: &BatchView| {
+            let c = &view.counts;
+            Progress {
+                finished: c.succeeded + c.failed + c.cancelled,
+                total: view.total,
+                done: view.done,
+            }
+        },
+    )
+    .await?;
+    Ok(Json(view))
 }
 
 /// Query of `GET /v1/batches/{id}/jobs`; strings so that bad values get our

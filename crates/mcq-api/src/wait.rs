@@ -127,6 +127,43 @@ impl Pacer {
     }
 }
 
+/// How far the awaited work has come, as read from one view.
+pub(crate) struct Progress {
+    pub(crate) finished: u64,
+    pub(crate) total: u64,
+    pub(crate) done: bool,
+}
+
+/// Reads a view with `read` until `progress` says it is done, `wait` has
+/// run out or the server is stopping, pacing the reads with a [`Pacer`];
+/// returns the last view. With a zero wait that is exactly one read.
+pub(crate) async fn poll_until<T, Fut>(
+    wait: Duration,
+    mut stopping: Option<Stopping>,
+    mut read: impl FnMut() -> Fut,
+    progress: impl Fn(&T) -> Progress,
+) -> Result<T, ApiError>
+where
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let deadline = Instant::now() + wait;
+    let mut pacer = Pacer::new();
+    loop {
+        let started = Instant::now();
+        let view = read().await?;
+        let Progress {
+            finished,
+            total,
+            done,
+        } = progress(&view);
+        let now = Instant::now();
+        let pause = pacer.pause(now, now - started, finished, total);
+        if done || !sleep_until_next(pause, deadline, stopping.as_mut()).await {
+            return Ok(view);
+        }
+    }
+}
+
 /// Sleeps for `pause`, but not past `deadline`. Returns false when the
 /// wait should end now: the deadline has passed or the server is stopping.
 pub(crate) async fn sleep_until_next(
