@@ -52,18 +52,22 @@ struct Column {
 }
 
 /// Walker's alias table over at most [`SLOTS`] outcomes. The columns are
-/// padded to a power of two (padding has probability 0), so the column is
-/// the top bits of the draw and no division is needed.
+/// padded to a power of two (padding has probability 0) and then repeated
+/// to fill all [`SLOTS`], so the column is always the top
+/// `MAX_BLOCK_STEPS` bits of the draw: a constant shift, no mask and no
+/// division in the loops.
 #[derive(Debug, Clone)]
 pub(crate) struct AliasTable {
-    shift: u32,
     columns: Box<[Column; SLOTS]>,
 }
 
+/// Right shift that leaves the top `MAX_BLOCK_STEPS` bits of a draw.
+const COLUMN_SHIFT: u32 = 64 - MAX_BLOCK_STEPS;
+
 impl AliasTable {
-    /// The table drawing outcome i with probability `probability[i]`
-    /// (normalised here), reporting it as `label(i)`.
-    pub(crate) fn new(probability: &[f64], label: impl Fn(usize) -> u16) -> Self {
+    /// The k = 2^b columns drawing outcome i with probability
+    /// `probability[i]` (normalised here), reporting it as `label(i)`.
+    fn columns(probability: &[f64], label: impl Fn(usize) -> u16) -> (Box<[Column; SLOTS]>, u32) {
         debug_assert!((2..=SLOTS).contains(&probability.len()));
         let bits = usize::BITS - (probability.len() - 1).leading_zeros();
         let mut padded = probability.to_vec();
@@ -75,39 +79,41 @@ impl AliasTable {
             column.own = label(usize::from(column.own));
             column.alias = label(usize::from(column.alias));
         }
-        Self {
-            shift: 64 - bits,
-            columns,
-        }
+        (columns, bits)
     }
 
-    /// The same table with its columns repeated to fill all [`SLOTS`], so
-    /// the column is always the top `MAX_BLOCK_STEPS` bits of the draw: a
-    /// constant shift and no mask in the loop ([`Self::draw_replicated`]).
-    /// Column c of the full table is column c mod k of the k-column one,
+    /// The table of `probability`, each of its k columns repeated
+    /// [`SLOTS`]/k times in a row: column c of the full table is column
+    /// c·k/[`SLOTS`], the one the top log2(k) bits of the draw pick. So
+    /// a draw picks the column (and pattern) it picked before the columns
+    /// were repeated, and seeded results keep their bits.
+    pub(crate) fn new(probability: &[f64], label: impl Fn(usize) -> u16) -> Self {
+        let (mut columns, bits) = Self::columns(probability, label);
+        let repeat = MAX_BLOCK_STEPS - bits;
+        // Downwards: column c reads column c >> repeat ≤ c, not yet rewritten.
+        for column in (0..SLOTS).rev() {
+            columns[column] = columns[column >> repeat];
+        }
+        Self { columns }
+    }
+
+    /// The table of `probability` with its k columns repeated cyclically:
+    /// column c of the full table is column c mod k of the k-column one,
     /// so every column keeps probability 1/k.
     pub(crate) fn replicated(probability: &[f64], label: impl Fn(usize) -> u16) -> Self {
-        let mut table = Self::new(probability, label);
-        let used = 1usize << (64 - table.shift);
+        let (mut columns, bits) = Self::columns(probability, label);
+        let used = 1usize << bits;
         for column in used..SLOTS {
-            table.columns[column] = table.columns[column % used];
+            columns[column] = columns[column % used];
         }
-        table.shift = 64 - MAX_BLOCK_STEPS;
-        table
-    }
-
-    /// [`Self::draw`] of a [`Self::replicated`] table.
-    #[inline(always)]
-    pub(crate) fn draw_replicated(&self, r: u64) -> u16 {
-        let column = self.columns[(r >> (64 - MAX_BLOCK_STEPS)) as usize];
-        std::hint::select_unpredictable((r as u32) < column.threshold, column.own, column.alias)
+        Self { columns }
     }
 
     /// The label of the outcome drawn by the 64 random bits `r`: the top
     /// bits pick a column, the low 32 bits its own outcome or its alias.
     #[inline(always)]
     pub(crate) fn draw(&self, r: u64) -> u16 {
-        let column = self.columns[(r >> self.shift) as usize & (SLOTS - 1)];
+        let column = self.columns[(r >> COLUMN_SHIFT) as usize];
         std::hint::select_unpredictable((r as u32) < column.threshold, column.own, column.alias)
     }
 }
@@ -234,7 +240,16 @@ pub(crate) struct BlockPlan {
     /// The table of a block of group·n steps, when `group` > 1 (with
     /// `group` = 1 it is `long`).
     pub(crate) joint: Option<BlockTable>,
+    /// For paths of 2 ..= [`MAX_FIXED_BLOCKS`] blocks, one table per block
+    /// of the path: what each pattern of that block adds to W (its own
+    /// position-weighted ups plus its ups times the steps after it), so a
+    /// walk adds one looked-up number per block. Empty otherwise.
+    pub(crate) weights: Vec<Box<[u32; SLOTS]>>,
 }
+
+/// Most blocks of the paths whose walk has a loop of its own, unrolled
+/// (two and three blocks: 11–30 periods).
+pub(crate) const MAX_FIXED_BLOCKS: u32 = 3;
 
 impl BlockPlan {
     /// Cuts `model.periods` steps into the fewest blocks of near-equal size.
@@ -246,13 +261,35 @@ impl BlockPlan {
         let long_count = blocks - short_count;
         let short = (short_count > 0).then(|| BlockTable::new(model, long_steps - 1));
         let group = if blocks == 1 { MAX_BLOCK_STEPS / n } else { 0 };
-        Self {
+        let mut plan = Self {
             long: BlockTable::new(model, long_steps),
             long_count,
             short,
             short_count,
             group,
             joint: (group > 1).then(|| BlockTable::new(model, group * n)),
+            weights: Vec::new(),
+        };
+        if (2..=MAX_FIXED_BLOCKS).contains(&blocks) {
+            let mut rest = n;
+            for b in 0..blocks {
+                let table = plan.table(b);
+                rest -= table.steps;
+                let mut weights = Box::new([0u32; SLOTS]);
+                for (weight, &packed) in weights.iter_mut().zip(table.ups.iter()) {
+                    *weight = rest * (packed & 0xffff) + (packed >> 16);
+                }
+                plan.weights.push(weights);
+            }
+        }
+        plan
+    }
+
+    /// The table of block `b` of a path (the long blocks come first).
+    pub(crate) fn table(&self, b: u32) -> &BlockTable {
+        match &self.short {
+            Some(short) if b >= self.long_count => short,
+            _ => &self.long,
         }
     }
 }
@@ -272,7 +309,8 @@ mod tests {
         // Every (column, 32-bit draw) pair, weighted exactly.
         let mut mass = [0.0f64; 8];
         for column in 0..8u64 {
-            let c = table.alias.columns[column as usize];
+            // Column `column` of 8, repeated 128 times from 128·column.
+            let c = table.alias.columns[(column << 7) as usize];
             let below = f64::from(c.threshold) / 4_294_967_296.0;
             mass[usize::from(c.own)] += below / 8.0;
             mass[usize::from(c.alias)] += (1.0 - below) / 8.0;

@@ -104,7 +104,7 @@ impl PairTable {
     /// The outcome number drawn by the 64 random bits `r`.
     #[inline(always)]
     pub(crate) fn draw(&self, r: u64) -> usize {
-        usize::from(self.alias.draw_replicated(r)) & (SLOTS - 1)
+        usize::from(self.alias.draw(r)) & (SLOTS - 1)
     }
 
     /// The maps of outcome `outcome`.

@@ -56,6 +56,20 @@ impl Lanes {
     /// its own weight plus its ups times `rest` to W.
     #[inline(always)]
     fn step<const GEO: bool>(&mut self, table: &BlockTable, rest: u32) {
+        self.step_weighted::<GEO>(table, |pattern| {
+            let packed = table.ups[pattern];
+            rest * (packed & 0xffff) + (packed >> 16)
+        });
+    }
+
+    /// Advances every lane by one block of `table`, whose pattern adds
+    /// `weight(pattern)` to W.
+    #[inline(always)]
+    fn step_weighted<const GEO: bool>(
+        &mut self,
+        table: &BlockTable,
+        weight: impl Fn(usize) -> u32,
+    ) {
         for l in 0..LANES {
             let pattern = table.draw(output(self.draw[l]));
             self.draw[l] = self.draw[l].wrapping_add(STATE_STEP);
@@ -63,18 +77,24 @@ impl Lanes {
             self.sum[l] += self.spot[l] * map.gain;
             self.spot[l] *= map.growth;
             if GEO {
-                let packed = table.ups[pattern];
-                self.weight[l] += rest * (packed & 0xffff) + (packed >> 16);
+                self.weight[l] += weight(pattern);
             }
         }
     }
 
-    /// Advances every lane by a whole path of two blocks (11 to 20
-    /// periods), without the loops of `walk`: the same operations.
+    /// Advances every lane by a whole path of `B` blocks (2 ..=
+    /// `MAX_FIXED_BLOCKS`), block b drawn from `tables[b]` and adding
+    /// `weights[b][pattern]` to W (the integer `step` adds), without the
+    /// loops of `walk`: the same operations.
     #[inline(always)]
-    fn walk_two<const GEO: bool>(&mut self, first: &BlockTable, second: &BlockTable) {
-        self.step::<GEO>(first, second.steps);
-        self.step::<GEO>(second, 0);
+    fn walk_fixed<const GEO: bool, const B: usize>(
+        &mut self,
+        tables: &[&BlockTable; B],
+        weights: &[&[u32; SLOTS]; B],
+    ) {
+        for (table, weights) in tables.iter().zip(weights) {
+            self.step_weighted::<GEO>(table, |pattern| weights[pattern]);
+        }
     }
 
     #[inline(always)]
@@ -258,26 +278,22 @@ fn walked_paths<const ARITH: bool, const GEO: bool>(
     stream: Stream,
     paths: u64,
 ) -> ChunkSums {
-    // One loop per option kind and for two-block paths: the payoff's
-    // branch and the block loops stay out of the path loop.
-    let two = plan.long_count + plan.short_count == 2;
-    match (model.option, two) {
-        (OptionKind::Call, false) => {
-            walked::<ARITH, GEO, false, false>(model, plan, geo, stream, paths)
-        }
-        (OptionKind::Put, false) => {
-            walked::<ARITH, GEO, true, false>(model, plan, geo, stream, paths)
-        }
-        (OptionKind::Call, true) => {
-            walked::<ARITH, GEO, false, true>(model, plan, geo, stream, paths)
-        }
-        (OptionKind::Put, true) => {
-            walked::<ARITH, GEO, true, true>(model, plan, geo, stream, paths)
-        }
+    // One loop per option kind and for paths of two and of three blocks:
+    // the payoff's branch and the block loops stay out of the path loop.
+    let put = model.option == OptionKind::Put;
+    match (put, plan.long_count + plan.short_count) {
+        (false, 2) => walked::<ARITH, GEO, false, 2>(model, plan, geo, stream, paths),
+        (true, 2) => walked::<ARITH, GEO, true, 2>(model, plan, geo, stream, paths),
+        (false, 3) => walked::<ARITH, GEO, false, 3>(model, plan, geo, stream, paths),
+        (true, 3) => walked::<ARITH, GEO, true, 3>(model, plan, geo, stream, paths),
+        (false, _) => walked::<ARITH, GEO, false, 0>(model, plan, geo, stream, paths),
+        (true, _) => walked::<ARITH, GEO, true, 0>(model, plan, geo, stream, paths),
     }
 }
 
-fn walked<const ARITH: bool, const GEO: bool, const PUT: bool, const TWO: bool>(
+/// The walk of `walked_paths`: paths of `B` blocks (2 or 3) take the
+/// unrolled walk, `B` = 0 the block loops.
+fn walked<const ARITH: bool, const GEO: bool, const PUT: bool, const B: usize>(
     model: &Model,
     plan: &BlockPlan,
     geo: &[f64],
@@ -285,18 +301,27 @@ fn walked<const ARITH: bool, const GEO: bool, const PUT: bool, const TWO: bool>(
     paths: u64,
 ) -> ChunkSums {
     let blocks = u64::from(plan.long_count + plan.short_count);
-    let second = plan.short.as_ref().unwrap_or(&plan.long);
+    // The plan's tables of each block, when it has `B` blocks (any table
+    // fills the arrays otherwise; they are not used).
+    let fixed = B > 0 && plan.weights.len() == B;
+    let tables: [&BlockTable; B] = std::array::from_fn(|b| plan.table(b as u32));
+    let weights: [&[u32; SLOTS]; B] =
+        std::array::from_fn(|b| plan.weights.get(b).map_or(&*plan.long.ups, |w| &**w));
     let walk = |lanes: &mut Lanes| {
-        if TWO {
-            lanes.walk_two::<GEO>(&plan.long, second);
+        if fixed {
+            lanes.walk_fixed::<GEO, B>(&tables, &weights);
         } else {
             lanes.walk::<GEO>(plan);
         }
     };
+    // W never exceeds the table's last index; clamping instead of
+    // checking keeps a branch out of the loop.
+    let geo: &[f64] = if geo.is_empty() { &[0.0] } else { geo };
+    let last = geo.len() - 1;
     let control = |lanes: &Lanes| -> [f64; LANES] {
         std::array::from_fn(|l| {
             if GEO {
-                geo.get(lanes.weight[l] as usize).copied().unwrap_or(0.0)
+                geo[(lanes.weight[l] as usize).min(last)]
             } else {
                 0.0
             }
