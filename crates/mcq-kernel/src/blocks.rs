@@ -248,8 +248,8 @@ pub(crate) struct BlockPlan {
 }
 
 /// Most blocks of the paths whose walk has a loop of its own, unrolled
-/// (two and three blocks: 11–30 periods).
-pub(crate) const MAX_FIXED_BLOCKS: u32 = 3;
+/// (two to four blocks: 11–40 periods).
+pub(crate) const MAX_FIXED_BLOCKS: u32 = 4;
 
 impl BlockPlan {
     /// Cuts `model.periods` steps into the fewest blocks of near-equal size.

@@ -278,21 +278,24 @@ fn walked_paths<const ARITH: bool, const GEO: bool>(
     stream: Stream,
     paths: u64,
 ) -> ChunkSums {
-    // One loop per option kind and for paths of two and of three blocks:
-    // the payoff's branch and the block loops stay out of the path loop.
+    // One loop per option kind and for paths of two, three and four
+    // blocks: the payoff's branch and the block loops stay out of the path
+    // loop.
     let put = model.option == OptionKind::Put;
     match (put, plan.long_count + plan.short_count) {
         (false, 2) => walked::<ARITH, GEO, false, 2>(model, plan, geo, stream, paths),
         (true, 2) => walked::<ARITH, GEO, true, 2>(model, plan, geo, stream, paths),
         (false, 3) => walked::<ARITH, GEO, false, 3>(model, plan, geo, stream, paths),
         (true, 3) => walked::<ARITH, GEO, true, 3>(model, plan, geo, stream, paths),
+        (false, 4) => walked::<ARITH, GEO, false, 4>(model, plan, geo, stream, paths),
+        (true, 4) => walked::<ARITH, GEO, true, 4>(model, plan, geo, stream, paths),
         (false, _) => walked::<ARITH, GEO, false, 0>(model, plan, geo, stream, paths),
         (true, _) => walked::<ARITH, GEO, true, 0>(model, plan, geo, stream, paths),
     }
 }
 
-/// The walk of `walked_paths`: paths of `B` blocks (2 or 3) take the
-/// unrolled walk, `B` = 0 the block loops.
+/// The walk of `walked_paths`: paths of `B` blocks (2 ..=
+/// `MAX_FIXED_BLOCKS`) take the unrolled walk, `B` = 0 the block loops.
 fn walked<const ARITH: bool, const GEO: bool, const PUT: bool, const B: usize>(
     model: &Model,
     plan: &BlockPlan,
@@ -518,7 +521,7 @@ mod tests {
     /// Walking lanes with vector sums and W accumulated per block gives
     /// the bits of walking the same paths one by one, each lane summing
     /// paths l, l + LANES, … and the lanes added in order: calls and puts,
-    /// two and three blocks, full and partial last groups.
+    /// two, three and four blocks, full and partial last groups.
     #[test]
     fn walked_paths_match_paths_walked_one_by_one() {
         use crate::spec::OptionKind;
@@ -526,6 +529,7 @@ mod tests {
             (OptionKind::Call, 17),
             (OptionKind::Put, 16),
             (OptionKind::Call, 23),
+            (OptionKind::Put, 33),
         ] {
             let model = Model::new(&Spec {
                 option,
