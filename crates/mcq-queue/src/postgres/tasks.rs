@@ -29,38 +29,15 @@ use crate::types::{ClaimedTask, Heartbeat, Reaped, TaskDone, TaskOutput};
 // ANALYZE of an idle queue, say), rescanning the pairs once per running
 // task: 5,529 × 2,000 rows, 7 s for one completion (auto_explain, 2026-11-30).
 
-/// Claim: due queued tasks in order, skipping rows another claimer holds;
-/// each claimed task gets a new token and one more attempt, and its job
-/// starts running (job rows locked in id order). Expired leases are not
-/// looked for here: the reaper puts them back in the queue, so a claim
+/// Claim: `mcq_claim` (migrations/postgres/0003_claim_plan.sql) takes due
+/// queued tasks in order under new leases and starts their jobs. It lives
+/// in the database so that its plan can be pinned to the ordered walk of
+/// the queued-tasks index whatever the statistics say. Expired leases are
+/// not looked for here: the reaper puts them back in the queue, so a claim
 /// never scans running tasks (whose index keeps the entries of deleted
-/// tasks until vacuum). Rows with a task id are the claimed tasks; rows
-/// without carry the spec of each job involved.
-const CLAIM: &str = "
-WITH fresh AS (
-    SELECT id FROM tasks
-    WHERE state = 'queued' AND run_at <= now()
-    ORDER BY run_at, id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE tasks t
-    SET state = 'running', attempt = t.attempt + 1, lease_token = gen_random_uuid(),
-        lease_expires_at = now() + make_interval(secs => $3), worker_id = $1
-    WHERE t.id = ANY(ARRAY(SELECT id FROM fresh))
-    RETURNING t.id, t.job_id, t.lease_token, t.attempt, t.chunk_start, t.chunk_end
-), per_job AS (
-    SELECT job_id, count(*)::int AS n FROM claimed GROUP BY job_id ORDER BY job_id
-), started AS (
-    UPDATE jobs j
-    SET state = 'running', started_at = coalesce(j.started_at, now()), attempts = j.attempts + p.n
-    FROM per_job p
-    WHERE j.id = p.job_id
-    RETURNING j.id, j.spec::text AS spec
-)
-SELECT id, job_id, lease_token, attempt, chunk_start, chunk_end, NULL::text AS spec FROM claimed
-UNION ALL
-SELECT NULL, id, NULL, NULL, NULL, NULL, spec FROM started";
+/// tasks until vacuum).
+const CLAIM: &str = "SELECT id, job_id, lease_token, attempt, chunk_start, chunk_end, spec \
+                     FROM mcq_claim($1, $2, $3)";
 
 /// Reap: expired leases, once, skipping rows another reaper holds. Tasks
 /// with attempts left go back to the queue (keeping their place: `run_at`

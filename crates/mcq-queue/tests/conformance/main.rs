@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod claim_plan;
 mod claims;
 mod jobs;
 mod leases;

@@ -1,0 +1,125 @@
+//! PostgreSQL only: the claim walks the index of queued tasks in order,
+//! whatever the statistics say.
+//!
+//! The planner is made to believe the queue is nearly empty (ANALYZE of a
+//! five-task queue, then 20,000 more tasks, autovacuum off) — the state of
+//! every queue right after a large submit. The claim's statement, planned
+//! with the settings `mcq_claim` carries, must read `tasks_queued` with an
+//! ordered index scan and sort nothing: a bitmap scan or a sort there
+//! reads every queued task on every claim (docs/queue-perf.md, session 4).
+
+use mcq_queue::QueueConfig;
+use serde_json::Value;
+use sqlx::Row as _;
+
+use crate::harness::{Db, batch, submit};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.store(QueueConfig::default()).await;
+    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    sqlx::query("ALTER TABLE tasks SET (autovacuum_enabled = false)")
+        .execute(&pool)
+        .await
+        .expect("autovacuum off");
+    submit(&store, batch(5)).await;
+    sqlx::query("ANALYZE tasks")
+        .execute(&pool)
+        .await
+        .expect("analyze");
+    submit(&store, batch(20_000)).await;
+
+    // The statement inside the function, and the settings it runs with.
+    let row = sqlx::query("SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'mcq_claim'")
+        .fetch_one(&pool)
+        .await
+        .expect("mcq_claim exists");
+    let source: String = row.get("prosrc");
+    let settings: Vec<String> = row
+        .get::<Option<Vec<String>>, _>("proconfig")
+        .unwrap_or_default();
+    let start = source.find("WITH fresh").expect("the claim statement");
+    let end = source.rfind(';').expect("statement end");
+    let statement = source[start..end]
+        .replace("p_worker", "'00000000-0000-0000-0000-000000000001'::uuid")
+        .replace("p_max", "$1")
+        .replace("p_lease_secs", "30.0");
+
+    // PL/pgSQL plans the statement for the values of the first calls, then
+    // may keep a generic plan that does not know the claim size: both kinds
+    // must walk the index.
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        let mut tx = pool.begin().await.expect("begin");
+        for setting in &settings {
+            let (name, value) = setting.split_once('=').expect("name=value");
+            sqlx::query("SELECT set_config($1, $2, true)")
+                .bind(name)
+                .bind(value)
+                .execute(&mut *tx)
+                .await
+                .expect("apply the function's setting");
+        }
+        sqlx::query("SELECT set_config('plan_cache_mode', $1, true)")
+            .bind(mode)
+            .execute(&mut *tx)
+            .await
+            .expect("plan cache mode");
+        // Test-only SQL: the function's own source, read from the catalog.
+        let explain = format!("EXPLAIN (FORMAT JSON) {statement}");
+        let plan: Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+            .bind(500_i64)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("explain the claim");
+        tx.rollback().await.expect("rollback");
+
+        // Disabled plan nodes cost 10^10 each; the claim's plan must not
+        // cross the JIT thresholds because of that.
+        assert!(
+            plan[0].get("JIT").is_none(),
+            "{mode}: the claim would be JIT-compiled: {}",
+            plan[0]["JIT"]
+        );
+        let fresh = find_cte(&plan[0]["Plan"], "fresh").expect("the `fresh` CTE in the plan");
+        let nodes = node_types(fresh);
+        assert!(
+            nodes
+                .iter()
+                .any(|n| n.0 == "Index Scan" && n.1 == "tasks_queued"),
+            "{mode}: the claim must walk tasks_queued in order; plan of `fresh`: {nodes:?}"
+        );
+        assert!(
+            !nodes
+                .iter()
+                .any(|n| n.0 == "Sort" || n.0 == "Seq Scan" || n.0.starts_with("Bitmap")),
+            "{mode}: the claim must not read the whole queue; plan of `fresh`: {nodes:?}"
+        );
+    }
+}
+
+/// The sub-plan of CTE `name`.
+fn find_cte<'a>(node: &'a Value, name: &str) -> Option<&'a Value> {
+    if node["Subplan Name"].as_str() == Some(&format!("CTE {name}")) {
+        return Some(node);
+    }
+    node["Plans"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|child| find_cte(child, name))
+}
+
+/// (node type, index name) of a node and everything under it.
+fn node_types(node: &Value) -> Vec<(String, String)> {
+    let mut out = vec![(
+        node["Node Type"].as_str().unwrap_or_default().to_owned(),
+        node["Index Name"].as_str().unwrap_or_default().to_owned(),
+    )];
+    for child in node["Plans"].as_array().into_iter().flatten() {
+        out.extend(node_types(child));
+    }
+    out
+}
