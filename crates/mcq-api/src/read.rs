@@ -144,9 +144,11 @@ pub(crate) async fn get_batch(
 pub(crate) struct PageQuery {
     after: Option<String>,
     limit: Option<String>,
+    wait: Option<String>,
 }
 
-/// A page of a batch's jobs in submission order.
+/// A page of a batch's jobs in submission order; with `wait`, answered
+/// once every job on the page has finished or the wait has run out.
 #[utoipa::path(
     get,
     path = "/v1/batches/{id}/jobs",
@@ -155,10 +157,11 @@ pub(crate) struct PageQuery {
         ("id" = uuid::Uuid, Path, description = "Batch id"),
         ("after" = Option<uuid::Uuid>, Query, description = "Cursor: the `next` of the previous page"),
         ("limit" = Option<u32>, Query, description = "Jobs per page, 1 to 1000 (default 100)"),
+        ("wait" = Option<String>, Query, description = "Long poll: hold the answer until every job on the page has finished (succeeded, failed or cancelled) or this much time has passed, e.g. `500ms`, `2s` or `2` (seconds); 0 to 60 s, capped at three quarters of the server's request timeout. Absent or 0: answer at once"),
     ),
     responses(
-        (status = 200, description = "A page of jobs; `next` is absent on the last page", body = JobPage),
-        (status = 400, description = "Bad `after` or `limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "A page of jobs; `next` is absent on the last page (with `wait`, jobs may still be unfinished when the wait ran out)", body = JobPage),
+        (status = 400, description = "Bad `after`, `limit` or `wait`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such batch (or not a UUID)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -167,6 +170,7 @@ pub(crate) async fn batch_jobs(
     State(state): State<AppState>,
     RawId(raw): RawId,
     query: Result<Query<PageQuery>, QueryRejection>,
+    stopping: Option<Extension<Stopping>>,
 ) -> Result<Json<JobPage>, ApiError> {
     let id = parse_id(&raw, "batch")?;
     let Query(query) = query.map_err(|err| ApiError::BadParameter(err.body_text()))?;
@@ -186,16 +190,39 @@ pub(crate) async fn batch_jobs(
                 ApiError::BadParameter(format!("limit must be an integer from 1 to {MAX_PAGE}"))
             })?,
     };
+    let wait = cap(
+        parse_wait(query.wait.as_deref())?,
+        state.config.request_timeout,
+    );
     // One extra row tells whether another page follows without a second query.
-    let mut jobs =
+    let read = || async {
         state
             .store
             .batch_jobs(id, after, limit + 1)
             .await?
-            .ok_or(ApiError::NotFound {
+            .ok_or_else(|| ApiError::NotFound {
                 what: "batch",
-                id: raw,
-            })?;
+                id: raw.clone(),
+            })
+    };
+    let mut jobs = poll_until(
+        wait,
+        stopping.map(|Extension(s)| s),
+        read,
+        |jobs: &Vec<JobView>| {
+            let page = &jobs[..jobs.len().min(limit as usize)];
+            let finished = page
+                .iter()
+                .filter(|job| !matches!(job.state, JobState::Queued | JobState::Running))
+                .count();
+            Progress {
+                finished: finished as u64,
+                total: page.len() as u64,
+                done: finished == page.len(),
+            }
+        },
+    )
+    .await?;
     let next = if jobs.len() > limit as usize {
         jobs.truncate(limit as usize);
         jobs.last().map(|job| job.id)

@@ -156,6 +156,26 @@ impl Client {
         self.get(&path).await
     }
 
+    /// `GET /v1/batches/{id}/jobs?wait=`: one page of jobs, answered once
+    /// every job on it has finished or after about `wait` (at most
+    /// [`MAX_WAIT`]; the server may answer earlier), whichever comes first.
+    pub async fn batch_jobs_wait(
+        &self,
+        id: Uuid,
+        after: Option<Uuid>,
+        limit: u32,
+        wait: Duration,
+    ) -> Result<JobPage, ClientError> {
+        let mut path = format!(
+            "/v1/batches/{id}/jobs?limit={limit}&wait={}",
+            wait_param(wait)
+        );
+        if let Some(after) = after {
+            path.push_str(&format!("&after={after}"));
+        }
+        self.get(&path).await
+    }
+
     /// Every job of a batch, following the cursor page by page.
     pub async fn all_batch_jobs(&self, id: Uuid) -> Result<Vec<JobView>, ClientError> {
         let mut jobs = Vec::new();

@@ -1,5 +1,6 @@
 //! Long polls (`?wait=`) against a real server on a real store: a wait
-//! answered when the work finishes, a wait that runs out, a wait cut short
+//! answered when the work finishes (a job, a batch, a page of a batch's
+//! jobs), a wait that runs out, a wait cut short
 //! by shutdown, and bad values refused. The tests play the worker through
 //! the store, so they decide exactly when work completes.
 
@@ -107,9 +108,11 @@ fn small_batch(n: usize) -> BatchRequest {
     }
 }
 
-/// Lets a spawned poll reach the server and start waiting.
-async fn give_the_poll_time_to_start() {
+/// Lets a spawned poll reach the server and start waiting, then checks
+/// that the server holds it.
+async fn assert_held<T>(waiting: &JoinHandle<T>, what: &str) {
     tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the server must hold {what}");
 }
 
 async fn a_batch_wait_returns_when_the_batch_is_done(t: &TestApp) {
@@ -125,11 +128,7 @@ async fn a_batch_wait_returns_when_the_batch_is_done(t: &TestApp) {
             .batch_wait(accepted.id, Duration::from_secs(20))
             .await
     });
-    give_the_poll_time_to_start().await;
-    assert!(
-        !waiting.is_finished(),
-        "the server must hold a long poll while the batch is not done"
-    );
+    assert_held(&waiting, "a long poll while the batch is not done").await;
     s.work_everything().await;
     let view = waiting.await.expect("poll task").expect("long poll");
     assert!(
@@ -162,8 +161,7 @@ async fn a_job_wait_returns_when_the_job_has_finished(t: &TestApp) {
     let client = s.client.clone();
     let waiting =
         tokio::spawn(async move { client.job_wait(job.id, Duration::from_secs(20)).await });
-    give_the_poll_time_to_start().await;
-    assert!(!waiting.is_finished(), "the server must hold a long poll");
+    assert_held(&waiting, "a long poll while the job runs").await;
     s.work_everything().await;
     let view = waiting.await.expect("poll task").expect("long poll");
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
@@ -173,6 +171,45 @@ async fn a_job_wait_returns_when_the_job_has_finished(t: &TestApp) {
 on_both!(
     job_wait_returns_on_completion,
     a_job_wait_returns_when_the_job_has_finished
+);
+
+async fn a_page_wait_returns_when_its_jobs_have_finished(t: &TestApp) {
+    let s = Served::start(t).await;
+    let accepted = s
+        .client
+        .submit_batch(&small_batch(5), None)
+        .await
+        .expect("submit");
+    let client = s.client.clone();
+    let id = accepted.id;
+    let waiting = tokio::spawn(async move {
+        client
+            .batch_jobs_wait(id, None, 3, Duration::from_secs(20))
+            .await
+    });
+    assert_held(&waiting, "a page while its jobs run").await;
+    s.work_everything().await;
+    let page = waiting.await.expect("poll task").expect("long poll");
+    let ids: Vec<_> = page.jobs.iter().map(|job| job.id).collect();
+    assert_eq!(ids, accepted.job_ids[..3], "the first page, in order");
+    for job in &page.jobs {
+        assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+        assert!(job.result.is_some());
+    }
+    assert_eq!(page.next, Some(accepted.job_ids[2]));
+    // The last page, already finished, answers at once.
+    let rest = s
+        .client
+        .batch_jobs_wait(id, page.next, 3, Duration::from_secs(20))
+        .await
+        .expect("poll");
+    assert_eq!(rest.jobs.len(), 2);
+    assert_eq!(rest.next, None);
+    s.stop().await;
+}
+on_both!(
+    page_wait_returns_on_completion,
+    a_page_wait_returns_when_its_jobs_have_finished
 );
 
 async fn a_wait_runs_out_with_the_batch_still_running(t: &TestApp) {
@@ -203,6 +240,16 @@ async fn a_wait_runs_out_with_the_batch_still_running(t: &TestApp) {
         .await
         .expect("long poll");
     assert_eq!(view.state, JobState::Queued);
+    let asked = Instant::now();
+    let page = s
+        .client
+        .batch_jobs_wait(accepted.id, None, 2, Duration::from_millis(200))
+        .await
+        .expect("long poll");
+    assert!(asked.elapsed() >= Duration::from_millis(200));
+    assert_eq!(page.jobs.len(), 2);
+    assert!(page.jobs.iter().all(|job| job.state == JobState::Queued));
+    assert_eq!(page.next, Some(accepted.job_ids[1]));
     s.stop().await;
 }
 on_both!(wait_times_out, a_wait_runs_out_with_the_batch_still_running);
@@ -220,8 +267,7 @@ async fn shutdown_ends_long_polls_at_once(t: &TestApp) {
             .batch_wait(accepted.id, Duration::from_secs(20))
             .await
     });
-    give_the_poll_time_to_start().await;
-    assert!(!waiting.is_finished());
+    assert_held(&waiting, "a long poll until shutdown").await;
     // The server stops only once the long poll has answered; if it held the
     // poll for its 20 s the test would hang past the wait and fail below.
     s.stop().await;
@@ -245,8 +291,12 @@ async fn bad_waits_are_refused_with_a_problem(t: &TestApp) {
     for bad in [
         "abc", "-1", "61", "61s", "60001ms", "1e3", "NaN", "inf", "1m", "%20s", "1.2.3", "%2B1",
     ] {
-        for path in [format!("/v1/batches/{batch}"), format!("/v1/jobs/{job}")] {
-            let answer = t.get(&format!("{path}?wait={bad}")).await;
+        for path in [
+            format!("/v1/batches/{batch}?"),
+            format!("/v1/jobs/{job}?"),
+            format!("/v1/batches/{batch}/jobs?limit=5&"),
+        ] {
+            let answer = t.get(&format!("{path}wait={bad}")).await;
             answer.assert_problem(400, "/problems/bad-parameter");
             let detail = answer.body["detail"].as_str().unwrap_or_default();
             assert!(detail.contains("wait"), "{bad}: {detail}");
@@ -264,6 +314,9 @@ async fn bad_waits_are_refused_with_a_problem(t: &TestApp) {
         .await
         .assert_problem(404, "/problems/not-found");
     t.get(&format!("/v1/jobs/{unknown}?wait=5s"))
+        .await
+        .assert_problem(404, "/problems/not-found");
+    t.get(&format!("/v1/batches/{unknown}/jobs?wait=5s"))
         .await
         .assert_problem(404, "/problems/not-found");
 }
