@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::extract::{RawId, parse_id};
 use crate::problem::ApiError;
-use crate::wait::{Progress, Stopping, cap, parse_wait, poll_until};
+use crate::wait::{Progress, Stopping, Wake, cap, parse_wait, poll_until};
 
 /// Jobs per page when `limit` is not given.
 const DEFAULT_PAGE: u32 = 100;
@@ -69,9 +69,14 @@ pub(crate) async fn get_job(
                 id: raw.clone(),
             })
     };
+    let wake = (!wait.is_zero()).then(|| Wake {
+        events: state.store.finished_events(),
+        key: |view: &JobView| view.batch_id.unwrap_or(view.id),
+    });
     let view = poll_until(
         wait,
         stopping.map(|Extension(s)| s),
+        wake,
         read,
         |view: &JobView| {
             let finished = !matches!(view.state, JobState::Queued | JobState::Running);
@@ -121,9 +126,14 @@ pub(crate) async fn get_batch(
                 id: raw.clone(),
             })
     };
+    let wake = (!wait.is_zero()).then(|| Wake {
+        events: state.store.finished_events(),
+        key: |view: &BatchView| view.id,
+    });
     let view = poll_until(
         wait,
         stopping.map(|Extension(s)| s),
+        wake,
         read,
         |view: &BatchView| {
             let c = &view.counts;
@@ -205,9 +215,20 @@ pub(crate) async fn batch_jobs(
                 id: raw.clone(),
             })
     };
+    // Every job of the page belongs to this batch: its announcements are
+    // keyed by the batch id.
+    let wake = (!wait.is_zero()).then(|| Wake {
+        events: state.store.finished_events(),
+        key: |jobs: &Vec<JobView>| {
+            jobs.first()
+                .and_then(|job| job.batch_id)
+                .unwrap_or_default()
+        },
+    });
     let mut jobs = poll_until(
         wait,
         stopping.map(|Extension(s)| s),
+        wake,
         read,
         |jobs: &Vec<JobView>| {
             let page = &jobs[..jobs.len().min(limit as usize)];

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use crate::problem::ApiError;
 
@@ -134,12 +135,25 @@ pub(crate) struct Progress {
     pub(crate) done: bool,
 }
 
+/// What a long poll can be woken by besides its own schedule: the store's
+/// finished-work announcements, filtered by the key of the awaited work
+/// (its batch id, or the id of a job without a batch) as read from the
+/// view by `key`.
+pub(crate) struct Wake<T> {
+    pub(crate) events: mcq_queue::FinishedEvents,
+    pub(crate) key: fn(&T) -> Uuid,
+}
+
 /// Reads a view with `read` until `progress` says it is done, `wait` has
 /// run out or the server is stopping, pacing the reads with a [`Pacer`];
-/// returns the last view. With a zero wait that is exactly one read.
+/// returns the last view. With a zero wait that is exactly one read. With
+/// `wake`, an announcement for the awaited work brings the next read
+/// forward, though never sooner than [`READ_COST_FACTOR`] times the last
+/// read after it.
 pub(crate) async fn poll_until<T, Fut>(
     wait: Duration,
     mut stopping: Option<Stopping>,
+    mut wake: Option<Wake<T>>,
     mut read: impl FnMut() -> Fut,
     progress: impl Fn(&T) -> Progress,
 ) -> Result<T, ApiError>
@@ -157,10 +171,50 @@ where
             done,
         } = progress(&view);
         let now = Instant::now();
-        let pause = pacer.pause(now, now - started, finished, total);
-        if done || !sleep_until_next(pause, deadline, stopping.as_mut()).await {
+        let read_took = now - started;
+        let pause = pacer.pause(now, read_took, finished, total);
+        if done {
             return Ok(view);
         }
+        let keep_going = match wake.as_mut() {
+            None => sleep_until_next(pause, deadline, stopping.as_mut()).await,
+            Some(wake) => {
+                let key = (wake.key)(&view);
+                let floor = (read_took * READ_COST_FACTOR).clamp(MIN_PAUSE, pause);
+                sleep_until_next(floor, deadline, stopping.as_mut()).await
+                    && woken_or_slept(
+                        &mut wake.events,
+                        key,
+                        pause - floor,
+                        deadline,
+                        stopping.as_mut(),
+                    )
+                    .await
+            }
+        };
+        if !keep_going {
+            return Ok(view);
+        }
+    }
+}
+
+/// Like [`sleep_until_next`], but an announcement for `key` ends the
+/// pause early.
+async fn woken_or_slept(
+    events: &mut mcq_queue::FinishedEvents,
+    key: Uuid,
+    pause: Duration,
+    deadline: Instant,
+    stopping: Option<&mut Stopping>,
+) -> bool {
+    let now = Instant::now();
+    if now >= deadline {
+        return false;
+    }
+    let pause = pause.min(deadline - now);
+    tokio::select! {
+        keep_going = sleep_until_next(pause, deadline, stopping) => keep_going,
+        _ = events.wait_for(key, pause) => true,
     }
 }
 

@@ -7,11 +7,13 @@
 //! SQLite for the embedded single-machine default. All SQL of a database
 //! lives in its module ([`postgres`](crate::postgres), `sqlite`).
 
+mod finished;
 mod plan;
 mod postgres;
 mod sqlite;
 mod store;
 mod types;
 
+pub use finished::FinishedEvents;
 pub use store::{MAX_PAGE, QueueConfig, Store, StoreError};
 pub use types::*;

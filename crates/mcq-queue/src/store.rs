@@ -282,6 +282,16 @@ impl Store {
     pub async fn wait_for_work(&self, timeout: Duration) {
         dispatch!(self, q => q.wait_for_work(timeout).await)
     }
+    /// Subscribes to announcements that jobs finished (succeeded, failed or
+    /// cancelled), keyed by batch id, or job id for a job without a batch;
+    /// see [`FinishedEvents::wait_for`]. On PostgreSQL they come from every
+    /// process through `NOTIFY` (one `LISTEN` connection per store, opened
+    /// on the first subscription); on SQLite from this process only.
+    /// Announcements are hints for long polls, never a substitute for
+    /// reading the state.
+    pub fn finished_events(&self) -> crate::FinishedEvents {
+        dispatch!(self, q => q.finished_events())
+    }
     /// Deletes finished jobs, results and tasks older than the retention
     /// (and expired idempotency keys), in bounded chunks; returns the number
     /// of jobs deleted.

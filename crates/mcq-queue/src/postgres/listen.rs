@@ -1,15 +1,18 @@
-//! Waking idle workers: one `LISTEN` connection per store, started on the
-//! first wait, turns notifications into an in-process signal. NOTIFY can be
-//! lost (reconnects, poolers), so waits always have a timeout, and every
-//! reconnect wakes the waiters in case something was missed meanwhile.
+//! Waking idle workers and waiting long polls: a `LISTEN` connection per
+//! store and channel, started on the first wait, turns notifications into
+//! an in-process signal. NOTIFY can be lost (reconnects, poolers), so waits
+//! always have a timeout, and every reconnect wakes the waiters in case
+//! something was missed meanwhile.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::{Notify, oneshot};
+use uuid::Uuid;
 
-use super::{CHANNEL, PgQueue};
+use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
+use crate::finished::FinishedEvents;
 
 /// The signal waiters sleep on, and the listener task feeding it.
 #[derive(Debug, Default)]
@@ -24,14 +27,38 @@ impl PgQueue {
     pub(crate) async fn wait_for_work(&self, timeout: Duration) {
         self.wakeup.listener.get_or_init(|| {
             let (stop_tx, stop_rx) = oneshot::channel();
+            let notify = self.wakeup.notify.clone();
             tokio::spawn(listen(
                 self.pool.clone(),
-                self.wakeup.notify.clone(),
+                CHANNEL,
+                move |_| wake(&notify),
                 stop_rx,
             ));
             stop_tx
         });
         let _ = tokio::time::timeout(timeout, self.wakeup.notify.notified()).await;
+    }
+
+    /// Subscribes to finished-work announcements (`NOTIFY` on
+    /// [`FINISHED_CHANNEL`] with the batch or job id as payload).
+    pub(crate) fn finished_events(&self) -> FinishedEvents {
+        let events = self.announcer.subscribe();
+        self.finished_listener.get_or_init(|| {
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let announcer = self.announcer.clone();
+            tokio::spawn(listen(
+                self.pool.clone(),
+                FINISHED_CHANNEL,
+                move |payload| {
+                    // A payload we cannot read, or a reconnect: re-read all.
+                    let key = payload.and_then(|p| Uuid::parse_str(p).ok());
+                    announcer.announce(key.unwrap_or(Uuid::nil()));
+                },
+                stop_rx,
+            ));
+            stop_tx
+        });
+        events
     }
 }
 
@@ -43,14 +70,20 @@ fn wake(notify: &Notify) {
     notify.notify_one();
 }
 
-/// Listens until `stop` fires, reconnecting with capped backoff.
-async fn listen(pool: PgPool, notify: Arc<Notify>, mut stop: oneshot::Receiver<()>) {
+/// Listens on `channel` until `stop` fires, reconnecting with capped
+/// backoff; calls `on_message` with each payload, and with `None` whenever
+/// notifications may have been missed (a reconnect).
+async fn listen(
+    pool: PgPool,
+    channel: &'static str,
+    on_message: impl Fn(Option<&str>) + Send + 'static,
+    mut stop: oneshot::Receiver<()>,
+) {
     let mut backoff = Duration::from_millis(100);
-    let mut reconnecting = false;
     loop {
         let connected = tokio::select! {
             _ = &mut stop => return,
-            listener = subscribe(&pool) => listener,
+            listener = subscribe(&pool, channel) => listener,
         };
         let mut listener = match connected {
             Ok(listener) => listener,
@@ -66,21 +99,20 @@ async fn listen(pool: PgPool, notify: Arc<Notify>, mut stop: oneshot::Receiver<(
             }
         };
         backoff = Duration::from_millis(100);
-        if reconnecting {
-            // Work may have been announced while we were away.
-            wake(&notify);
-        }
-        reconnecting = true;
+        // Something may have been announced before we were listening (the
+        // first waiters subscribe before this connection is up) or while
+        // we were away.
+        on_message(None);
         loop {
             let received = tokio::select! {
                 _ = &mut stop => return,
                 received = listener.try_recv() => received,
             };
             match received {
-                Ok(Some(_)) => wake(&notify),
-                // Connection lost; the next call reconnects. Work may have
-                // been announced while we were away.
-                Ok(None) => wake(&notify),
+                Ok(Some(notification)) => on_message(Some(notification.payload())),
+                // Connection lost; the next call reconnects. Something may
+                // have been announced while we were away.
+                Ok(None) => on_message(None),
                 Err(_) if pool.is_closed() => return,
                 Err(err) => {
                     tracing::debug!(error = %err, "LISTEN connection broke; reconnecting");
@@ -91,9 +123,9 @@ async fn listen(pool: PgPool, notify: Arc<Notify>, mut stop: oneshot::Receiver<(
     }
 }
 
-/// A listener subscribed to the work channel.
-async fn subscribe(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+/// A listener subscribed to `channel`.
+async fn subscribe(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(CHANNEL).await?;
+    listener.listen(channel).await?;
     Ok(listener)
 }

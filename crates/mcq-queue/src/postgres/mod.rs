@@ -9,15 +9,19 @@ mod submit;
 mod tasks;
 mod tidy;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
+use crate::finished::Announcer;
 use crate::store::{QueueConfig, StoreError};
 
 /// Channel of the `NOTIFY` sent when work becomes available.
 const CHANNEL: &str = "mcq_work";
+/// Channel of the `NOTIFY` sent when jobs finish; the payload is the batch
+/// id, or the job id for a job without a batch.
+const FINISHED_CHANNEL: &str = "mcq_finished";
 
 /// A PostgreSQL pool and what the queue needs around it.
 #[derive(Debug, Clone)]
@@ -25,6 +29,9 @@ pub(crate) struct PgQueue {
     pool: PgPool,
     config: Arc<QueueConfig>,
     wakeup: Arc<listen::Wakeup>,
+    announcer: Announcer,
+    /// Stops the finished-work listener when the last clone is dropped.
+    finished_listener: Arc<OnceLock<tokio::sync::oneshot::Sender<()>>>,
 }
 
 impl PgQueue {
@@ -45,6 +52,8 @@ impl PgQueue {
             pool,
             config,
             wakeup: Arc::new(listen::Wakeup::default()),
+            announcer: Announcer::new(),
+            finished_listener: Arc::default(),
         })
     }
 

@@ -2,12 +2,12 @@
 //! by completion, failure or hand-back. Every statement that ends a lease
 //! is fenced: it only touches rows still `running` under the caller's token.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use sqlx::Row as _;
 use uuid::Uuid;
 
-use super::{CHANNEL, PgQueue};
+use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
 use mcq_kernel::PriceResult;
@@ -96,8 +96,10 @@ WHERE t.id = i.id AND t.id = ANY($1::int8[])";
 /// Complete, step 2, per job of the accepted tasks (in id order, so that
 /// completers lock job rows in one order): bump the task counter under the
 /// row lock, so exactly one completer sees `tasks_done` reach `task_count`.
-/// A whole-job task brings its result: that job succeeds right here. Rows
-/// come back for jobs finished without a result (split jobs, to merge).
+/// A whole-job task brings its result: that job succeeds right here. Every
+/// job comes back with its state and announcement key (batch id, or its
+/// own id); those finished without a result (split jobs, to merge) with
+/// their spec.
 const COMPLETE_JOBS: &str = "
 WITH bumped AS (
     UPDATE jobs j
@@ -112,6 +114,7 @@ WITH bumped AS (
          AS i(id, n, ms, result, price)
     WHERE j.id = i.id
     RETURNING j.id, j.state, j.task_count, j.tasks_done, j.compute_ms, i.result,
+              coalesce(j.batch_id, j.id) AS key,
               CASE WHEN i.result IS NULL AND j.tasks_done >= j.task_count THEN j.spec::text END AS spec
 ), saved AS (
     INSERT INTO results (job_id, result)
@@ -122,7 +125,11 @@ WITH bumped AS (
         jobs_done = jobs_done + (SELECT count(*) FROM bumped WHERE result IS NOT NULL AND state = 'succeeded')
     WHERE id = $7
 )
-SELECT id, compute_ms, spec FROM bumped WHERE spec IS NOT NULL";
+SELECT id, compute_ms, spec, key, state FROM bumped";
+
+/// Tells long polls (through `LISTEN`, after commit) which batches, or
+/// jobs without a batch, had jobs finish: one notification per key.
+const ANNOUNCE: &str = "SELECT pg_notify($1, k::text) FROM unnest($2::uuid[]) AS k";
 
 /// Complete, step 3: results of split jobs this transaction finished.
 const FINISH_JOBS: &str = "
@@ -348,7 +355,7 @@ impl PgQueue {
                 results.push(result.map(plan::result_json).transpose()?);
                 prices.push(result.map(|r| r.price));
             }
-            let finishing = sqlx::query(COMPLETE_JOBS)
+            let bumped = sqlx::query(COMPLETE_JOBS)
                 .bind(jobs)
                 .bind(counts)
                 .bind(times)
@@ -358,9 +365,20 @@ impl PgQueue {
                 .bind(worker)
                 .fetch_all(&mut *tx)
                 .await?;
+            let mut finished = BTreeSet::new();
+            let mut finishing = Vec::new();
+            for row in bumped {
+                if row.try_get::<Option<&str>, _>("spec")?.is_some() {
+                    finished.insert(row.try_get::<Uuid, _>("key")?);
+                    finishing.push(row);
+                } else if row.try_get::<&str, _>("state")? == "succeeded" {
+                    finished.insert(row.try_get::<Uuid, _>("key")?);
+                }
+            }
             if !finishing.is_empty() {
                 self.finish_split_jobs(&mut tx, worker, &finishing).await?;
             }
+            announce(&mut tx, finished.into_iter().collect()).await?;
         }
         tx.commit().await?;
         Ok(ids
@@ -507,6 +525,22 @@ impl PgQueue {
 /// Jobs whose task failed for good: they fail with its error, and their
 /// other unfinished tasks are cancelled. Running siblings keep their token:
 /// the next heartbeat of their worker tells it to stop.
+/// Sends the finished-work notifications for `keys` within `tx` (they
+/// are delivered when it commits).
+pub(super) async fn announce(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    keys: Vec<Uuid>,
+) -> Result<(), StoreError> {
+    if !keys.is_empty() {
+        sqlx::query(ANNOUNCE)
+            .bind(FINISHED_CHANNEL)
+            .bind(keys)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
 async fn fail_jobs(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     jobs: &[Uuid],
@@ -519,16 +553,18 @@ async fn fail_jobs(
     .bind(jobs)
     .execute(&mut **tx)
     .await?;
-    sqlx::query(
+    let keys: Vec<Uuid> = sqlx::query_scalar(
         "UPDATE jobs j SET state = 'failed', error = i.error, finished_at = now()
          FROM (SELECT DISTINCT ON (id) id, error FROM unnest($1::uuid[], $2::text[]) AS i(id, error)) i
-         WHERE j.id = i.id AND j.state IN ('queued', 'running')",
+         WHERE j.id = i.id AND j.state IN ('queued', 'running')
+         RETURNING coalesce(j.batch_id, j.id)",
     )
     .bind(jobs)
     .bind(errors)
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await?;
-    Ok(())
+    let keys: BTreeSet<Uuid> = keys.into_iter().collect();
+    announce(tx, keys.into_iter().collect()).await
 }
 
 /// After tasks went back to the queue: each job gives back `refund`

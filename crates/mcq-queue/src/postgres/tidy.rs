@@ -41,13 +41,15 @@ impl PgQueue {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
+        let key: Option<Uuid> = sqlx::query_scalar(
             "UPDATE jobs SET state = 'cancelled', finished_at = now()
-             WHERE id = $1 AND state IN ('queued', 'running')",
+             WHERE id = $1 AND state IN ('queued', 'running')
+             RETURNING coalesce(batch_id, id)",
         )
         .bind(id)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+        super::tasks::announce(&mut tx, key.into_iter().collect()).await?;
         let state: Option<String> = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -83,6 +85,9 @@ impl PgQueue {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        if cancelled > 0 {
+            super::tasks::announce(&mut tx, vec![id]).await?;
+        }
         tx.commit().await?;
         Ok(Some(cancelled))
     }

@@ -22,6 +22,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::Notify;
 
+use crate::finished::{Announcer, FinishedEvents};
 use crate::store::{QueueConfig, StoreError};
 
 /// An SQLite file and what the queue needs around it.
@@ -32,6 +33,8 @@ pub(crate) struct SqliteQueue {
     config: Arc<QueueConfig>,
     /// Wakes embedded workers of this process when work is added.
     notify: Arc<Notify>,
+    /// Finished-work announcements, from this process only.
+    announcer: Announcer,
 }
 
 impl SqliteQueue {
@@ -69,6 +72,7 @@ impl SqliteQueue {
             reader,
             config,
             notify: Arc::new(Notify::new()),
+            announcer: Announcer::new(),
         })
     }
 
@@ -93,6 +97,12 @@ impl SqliteQueue {
     }
 
     /// Returns when this process adds work, or after `timeout`.
+    /// Subscribes to this process's finished-work announcements (they
+    /// carry no key: any finish wakes every waiter, which re-reads).
+    pub(crate) fn finished_events(&self) -> FinishedEvents {
+        self.announcer.subscribe()
+    }
+
     pub(crate) async fn wait_for_work(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
     }

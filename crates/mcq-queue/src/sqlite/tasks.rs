@@ -270,6 +270,9 @@ impl SqliteQueue {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        if jobs_done > 0 {
+            self.announcer.announce(Uuid::nil());
+        }
         Ok(refused)
     }
 
@@ -309,7 +312,9 @@ impl SqliteQueue {
             requeue_job(&mut tx, job_id, 0).await?;
         }
         tx.commit().await?;
-        if state != "failed" {
+        if state == "failed" {
+            self.announcer.announce(Uuid::nil());
+        } else {
             self.wake();
         }
         Ok(true)

@@ -34,6 +34,7 @@ impl SqliteQueue {
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.announcer.announce(Uuid::nil());
         state.as_deref().map(plan::parse_state).transpose()
     }
 
@@ -68,6 +69,7 @@ impl SqliteQueue {
         .await?
         .rows_affected();
         tx.commit().await?;
+        self.announcer.announce(Uuid::nil());
         Ok(Some(cancelled))
     }
 

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use mcq_queue::JobState;
+use uuid::Uuid;
 
 use crate::harness::{Db, batch, compute, single, submit, worker};
 
@@ -99,4 +100,32 @@ pub(crate) async fn wait_for_work_wakes_on_submit(db: &Db) {
     assert!(started.elapsed() < Duration::from_secs(30));
     // With no work announced, the timeout bounds the wait.
     store.wait_for_work(Duration::from_millis(50)).await;
+}
+
+/// Completing the last task of a batch's job announces the batch to
+/// subscribers of finished work (what long polls wait on).
+pub(crate) async fn finishing_a_job_announces_its_batch(db: &Db) {
+    let store = db.default_store().await;
+    let mut events = store.finished_events();
+    if matches!(db, Db::Postgres(_)) {
+        // The LISTEN connection opens in the background and says so with
+        // a wake-up for everyone; wait for it so nothing below is missed.
+        events
+            .wait_for(Uuid::now_v7(), Duration::from_secs(10))
+            .await;
+    }
+    let submitted = submit(&store, batch(2)).await;
+    let batch_id = submitted.batch_id.expect("a batch");
+    let w = worker(&store).await;
+    let claimed = store.claim(w, 1).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+    let refused = store
+        .complete(w, claimed.iter().map(compute).collect())
+        .await
+        .expect("complete");
+    assert!(refused.is_empty());
+    assert!(
+        events.wait_for(batch_id, Duration::from_secs(10)).await,
+        "no announcement for the batch of a finished job"
+    );
 }
