@@ -253,6 +253,7 @@ impl Claimer {
                     }
                     if got == 0 {
                         if self.local.is_empty() {
+                            self.pace.reset();
                             self.idle(shutdown).await;
                         } else {
                             self.wait_for_slot(shutdown).await;
