@@ -207,14 +207,9 @@ async fn woken_or_slept(
     deadline: Instant,
     stopping: Option<&mut Stopping>,
 ) -> bool {
-    let now = Instant::now();
-    if now >= deadline {
-        return false;
-    }
-    let pause = pause.min(deadline - now);
     tokio::select! {
         keep_going = sleep_until_next(pause, deadline, stopping) => keep_going,
-        _ = events.wait_for(key, pause) => true,
+        _ = events.wait_for(key, pause) => Instant::now() < deadline,
     }
 }
 
