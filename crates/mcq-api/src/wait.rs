@@ -147,9 +147,9 @@ pub(crate) struct Wake<T> {
 /// Reads a view with `read` until `progress` says it is done, `wait` has
 /// run out or the server is stopping, pacing the reads with a [`Pacer`];
 /// returns the last view. With a zero wait that is exactly one read. With
-/// `wake`, an announcement for the awaited work brings the next read
-/// forward, though never sooner than [`READ_COST_FACTOR`] times the last
-/// read after it.
+/// `wake`, the next read comes forward once as many jobs of the awaited
+/// work have been announced finished as were unfinished at the last read,
+/// though never sooner than [`READ_COST_FACTOR`] times that read.
 pub(crate) async fn poll_until<T, Fut>(
     wait: Duration,
     mut stopping: Option<Stopping>,
@@ -180,11 +180,12 @@ where
             None => sleep_until_next(pause, deadline, stopping.as_mut()).await,
             Some(wake) => {
                 let key = (wake.key)(&view);
+                let remaining = total.saturating_sub(finished).max(1);
                 let floor = (read_took * READ_COST_FACTOR).clamp(MIN_PAUSE, pause);
                 sleep_until_next(floor, deadline, stopping.as_mut()).await
                     && woken_or_slept(
                         &mut wake.events,
-                        key,
+                        (key, remaining),
                         pause - floor,
                         deadline,
                         stopping.as_mut(),
@@ -198,18 +199,18 @@ where
     }
 }
 
-/// Like [`sleep_until_next`], but an announcement for `key` ends the
-/// pause early.
+/// Like [`sleep_until_next`], but ends early once `remaining` jobs under
+/// `key` have been announced as finished.
 async fn woken_or_slept(
     events: &mut mcq_queue::FinishedEvents,
-    key: Uuid,
+    (key, remaining): (Uuid, u64),
     pause: Duration,
     deadline: Instant,
     stopping: Option<&mut Stopping>,
 ) -> bool {
     tokio::select! {
         keep_going = sleep_until_next(pause, deadline, stopping) => keep_going,
-        _ = events.wait_for(key, pause) => Instant::now() < deadline,
+        _ = events.wait_for(key, remaining, pause) => Instant::now() < deadline,
     }
 }
 

@@ -1,10 +1,15 @@
 //! Announcements that jobs have finished, so that a long poll can answer
 //! as soon as its work is done instead of at its next scheduled re-read.
 //!
-//! A finished job announces its batch id, or its own id when it belongs to
-//! no batch. The nil id means "something finished; re-read". Announcements
-//! are hints: a waiter that misses one still re-reads on its own schedule,
-//! and one that falls behind the channel treats that as an announcement.
+//! Each announcement carries a key — the batch id, or the job's own id when
+//! it belongs to no batch — and how many of its jobs just finished. The nil
+//! key counts for every waiter. A waiter knows how many of its jobs were
+//! still unfinished at its last read and wakes only once that many have
+//! been announced: a long poll on a batch then re-reads when the batch is
+//! likely done, not after every job (which cost PostgreSQL 0.5 ms of CPU
+//! per job in `mcq bench compare`). Announcements are hints: a waiter that
+//! misses one still re-reads on its own schedule, and one that falls behind
+//! the channel treats that as its wake-up.
 
 use std::time::Duration;
 
@@ -19,7 +24,7 @@ const CAPACITY: usize = 1024;
 /// The sending side, one per store.
 #[derive(Debug, Clone)]
 pub(crate) struct Announcer {
-    tx: broadcast::Sender<Uuid>,
+    tx: broadcast::Sender<(Uuid, u64)>,
 }
 
 impl Announcer {
@@ -29,10 +34,11 @@ impl Announcer {
         }
     }
 
-    /// Announces that work under `key` finished (nil: anything may have).
-    pub(crate) fn announce(&self, key: Uuid) {
+    /// Announces that `count` jobs under `key` finished (nil key: jobs of
+    /// any batch may have).
+    pub(crate) fn announce(&self, key: Uuid, count: u64) {
         // No subscriber is not an error: nobody is waiting.
-        let _ = self.tx.send(key);
+        let _ = self.tx.send((key, count));
     }
 
     pub(crate) fn subscribe(&self) -> FinishedEvents {
@@ -46,20 +52,27 @@ impl Announcer {
 /// [`Store::finished_events`](crate::Store::finished_events).
 #[derive(Debug)]
 pub struct FinishedEvents {
-    rx: broadcast::Receiver<Uuid>,
+    rx: broadcast::Receiver<(Uuid, u64)>,
 }
 
 impl FinishedEvents {
-    /// Waits until work under `key` (a batch id, or the id of a job without
-    /// a batch) is announced as finished, or `timeout` passes. True when an
-    /// announcement that may concern `key` arrived; the caller re-reads.
-    pub async fn wait_for(&mut self, key: Uuid, timeout: Duration) -> bool {
+    /// Waits until `remaining` jobs under `key` (a batch id, or the id of a
+    /// job without a batch) are announced as finished, or `timeout` passes.
+    /// True when woken by announcements; the caller re-reads.
+    pub async fn wait_for(&mut self, key: Uuid, remaining: u64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
+        let mut seen = 0;
         loop {
             match tokio::time::timeout_at(deadline, self.rx.recv()).await {
                 Err(_) => return false,
-                Ok(Ok(announced)) if announced == key || announced.is_nil() => return true,
-                Ok(Ok(_)) => {}
+                Ok(Ok((announced, count))) => {
+                    if announced == key || announced.is_nil() {
+                        seen += count;
+                        if seen >= remaining {
+                            return true;
+                        }
+                    }
+                }
                 Ok(Err(RecvError::Lagged(_))) => return true,
                 Ok(Err(RecvError::Closed)) => {
                     tokio::time::sleep_until(deadline).await;
@@ -79,16 +92,32 @@ mod tests {
         let announcer = Announcer::new();
         let (mine, other) = (Uuid::now_v7(), Uuid::now_v7());
         let mut events = announcer.subscribe();
-        announcer.announce(other);
+        announcer.announce(other, 5);
         assert!(
-            !events.wait_for(mine, Duration::from_millis(20)).await,
+            !events.wait_for(mine, 1, Duration::from_millis(20)).await,
             "another batch's announcement must not wake this waiter"
         );
-        announcer.announce(other);
-        announcer.announce(mine);
-        assert!(events.wait_for(mine, Duration::from_secs(5)).await);
-        announcer.announce(Uuid::nil());
-        assert!(events.wait_for(mine, Duration::from_secs(5)).await);
+        announcer.announce(other, 1);
+        announcer.announce(mine, 1);
+        assert!(events.wait_for(mine, 1, Duration::from_secs(5)).await);
+        announcer.announce(Uuid::nil(), 1);
+        assert!(events.wait_for(mine, 1, Duration::from_secs(5)).await);
+    }
+
+    #[tokio::test]
+    async fn wakes_once_the_remaining_jobs_are_announced() {
+        let announcer = Announcer::new();
+        let batch = Uuid::now_v7();
+        let mut events = announcer.subscribe();
+        announcer.announce(batch, 2);
+        announcer.announce(batch, 1);
+        assert!(
+            !events.wait_for(batch, 4, Duration::from_millis(20)).await,
+            "3 of 4 remaining jobs announced: keep waiting"
+        );
+        announcer.announce(batch, 3);
+        announcer.announce(batch, 1);
+        assert!(events.wait_for(batch, 4, Duration::from_secs(5)).await);
     }
 
     #[tokio::test]
@@ -96,11 +125,11 @@ mod tests {
         let announcer = Announcer::new();
         let mut events = announcer.subscribe();
         for _ in 0..=CAPACITY {
-            announcer.announce(Uuid::now_v7());
+            announcer.announce(Uuid::now_v7(), 1);
         }
         assert!(
             events
-                .wait_for(Uuid::now_v7(), Duration::from_secs(5))
+                .wait_for(Uuid::now_v7(), 1, Duration::from_secs(5))
                 .await
         );
     }

@@ -50,9 +50,14 @@ impl PgQueue {
                 self.pool.clone(),
                 FINISHED_CHANNEL,
                 move |payload| {
-                    // A payload we cannot read, or a reconnect: re-read all.
-                    let key = payload.and_then(|p| Uuid::parse_str(p).ok());
-                    announcer.announce(key.unwrap_or(Uuid::nil()));
+                    // `key:count`; a payload we cannot read, or a reconnect,
+                    // wakes every waiter.
+                    let parsed = payload.and_then(|p| {
+                        let (key, count) = p.split_once(':')?;
+                        Some((Uuid::parse_str(key).ok()?, count.parse().ok()?))
+                    });
+                    let (key, count) = parsed.unwrap_or((Uuid::nil(), u64::MAX));
+                    announcer.announce(key, count);
                 },
                 stop_rx,
             ));

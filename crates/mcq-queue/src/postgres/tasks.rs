@@ -2,7 +2,7 @@
 //! by completion, failure or hand-back. Every statement that ends a lease
 //! is fenced: it only touches rows still `running` under the caller's token.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use sqlx::Row as _;
 use uuid::Uuid;
@@ -128,8 +128,11 @@ WITH bumped AS (
 SELECT id, compute_ms, spec, key, state FROM bumped";
 
 /// Tells long polls (through `LISTEN`, after commit) which batches, or
-/// jobs without a batch, had jobs finish: one notification per key.
-const ANNOUNCE: &str = "SELECT pg_notify($1, k::text) FROM unnest($2::uuid[]) AS k";
+/// jobs without a batch, had how many jobs finish: one notification per
+/// key, payload `key:count`.
+const ANNOUNCE: &str = "
+SELECT pg_notify($1, t.k::text || ':' || t.n)
+FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 
 /// Complete, step 3: results of split jobs this transaction finished.
 const FINISH_JOBS: &str = "
@@ -365,20 +368,20 @@ impl PgQueue {
                 .bind(worker)
                 .fetch_all(&mut *tx)
                 .await?;
-            let mut finished = BTreeSet::new();
+            let mut finished = Vec::new();
             let mut finishing = Vec::new();
             for row in bumped {
                 if row.try_get::<Option<&str>, _>("spec")?.is_some() {
-                    finished.insert(row.try_get::<Uuid, _>("key")?);
+                    finished.push(row.try_get::<Uuid, _>("key")?);
                     finishing.push(row);
                 } else if row.try_get::<&str, _>("state")? == "succeeded" {
-                    finished.insert(row.try_get::<Uuid, _>("key")?);
+                    finished.push(row.try_get::<Uuid, _>("key")?);
                 }
             }
             if !finishing.is_empty() {
                 self.finish_split_jobs(&mut tx, worker, &finishing).await?;
             }
-            announce(&mut tx, finished.into_iter().collect()).await?;
+            announce(&mut tx, &count_keys(finished)).await?;
         }
         tx.commit().await?;
         Ok(ids
@@ -522,25 +525,27 @@ impl PgQueue {
     }
 }
 
-/// Jobs whose task failed for good: they fail with its error, and their
-/// other unfinished tasks are cancelled. Running siblings keep their token:
-/// the next heartbeat of their worker tells it to stop.
-/// Sends the finished-work notifications for `keys` within `tx` (they
-/// are delivered when it commits).
+/// Sends the finished-work notifications within `tx` (delivered when it
+/// commits): per key (batch id, or job id), how many of its jobs finished.
 pub(super) async fn announce(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
-    keys: Vec<Uuid>,
+    finished: &BTreeMap<Uuid, i64>,
 ) -> Result<(), StoreError> {
-    if !keys.is_empty() {
+    if !finished.is_empty() {
+        let (keys, counts): (Vec<Uuid>, Vec<i64>) = finished.iter().map(|(k, n)| (*k, *n)).unzip();
         sqlx::query(ANNOUNCE)
             .bind(FINISHED_CHANNEL)
             .bind(keys)
+            .bind(counts)
             .execute(&mut **tx)
             .await?;
     }
     Ok(())
 }
 
+/// Jobs whose task failed for good: they fail with its error, and their
+/// other unfinished tasks are cancelled. Running siblings keep their token:
+/// the next heartbeat of their worker tells it to stop.
 async fn fail_jobs(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     jobs: &[Uuid],
@@ -563,8 +568,16 @@ async fn fail_jobs(
     .bind(errors)
     .fetch_all(&mut **tx)
     .await?;
-    let keys: BTreeSet<Uuid> = keys.into_iter().collect();
-    announce(tx, keys.into_iter().collect()).await
+    announce(tx, &count_keys(keys)).await
+}
+
+/// How many times each key occurs.
+pub(super) fn count_keys(keys: impl IntoIterator<Item = Uuid>) -> BTreeMap<Uuid, i64> {
+    let mut counts = BTreeMap::new();
+    for key in keys {
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    counts
 }
 
 /// After tasks went back to the queue: each job gives back `refund`

@@ -49,7 +49,7 @@ impl PgQueue {
         .bind(id)
         .fetch_optional(&mut *tx)
         .await?;
-        super::tasks::announce(&mut tx, key.into_iter().collect()).await?;
+        super::tasks::announce(&mut tx, &super::tasks::count_keys(key)).await?;
         let state: Option<String> = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -86,7 +86,8 @@ impl PgQueue {
         .await?
         .rows_affected();
         if cancelled > 0 {
-            super::tasks::announce(&mut tx, vec![id]).await?;
+            let finished = [(id, i64::try_from(cancelled).unwrap_or(i64::MAX))].into();
+            super::tasks::announce(&mut tx, &finished).await?;
         }
         tx.commit().await?;
         Ok(Some(cancelled))

@@ -271,7 +271,8 @@ impl SqliteQueue {
             .await?;
         tx.commit().await?;
         if jobs_done > 0 {
-            self.announcer.announce(Uuid::nil());
+            // Batch ids are not at hand here; the nil key counts for all.
+            self.announcer.announce(Uuid::nil(), jobs_done as u64);
         }
         Ok(refused)
     }
@@ -313,7 +314,7 @@ impl SqliteQueue {
         }
         tx.commit().await?;
         if state == "failed" {
-            self.announcer.announce(Uuid::nil());
+            self.announcer.announce(Uuid::nil(), 1);
         } else {
             self.wake();
         }

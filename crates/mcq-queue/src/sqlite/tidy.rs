@@ -34,7 +34,7 @@ impl SqliteQueue {
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.announcer.announce(Uuid::nil());
+        self.announcer.announce(Uuid::nil(), 1);
         state.as_deref().map(plan::parse_state).transpose()
     }
 
@@ -69,7 +69,7 @@ impl SqliteQueue {
         .await?
         .rows_affected();
         tx.commit().await?;
-        self.announcer.announce(Uuid::nil());
+        self.announcer.announce(Uuid::nil(), cancelled);
         Ok(Some(cancelled))
     }
 

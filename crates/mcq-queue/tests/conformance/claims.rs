@@ -102,30 +102,39 @@ pub(crate) async fn wait_for_work_wakes_on_submit(db: &Db) {
     store.wait_for_work(Duration::from_millis(50)).await;
 }
 
-/// Completing the last task of a batch's job announces the batch to
+/// Completing jobs announces their batch, with how many finished, to
 /// subscribers of finished work (what long polls wait on).
 pub(crate) async fn finishing_a_job_announces_its_batch(db: &Db) {
     let store = db.default_store().await;
     let mut events = store.finished_events();
+    let mut second = store.finished_events();
     if matches!(db, Db::Postgres(_)) {
         // The LISTEN connection opens in the background and says so with
         // a wake-up for everyone; wait for it so nothing below is missed.
-        events
-            .wait_for(Uuid::now_v7(), Duration::from_secs(10))
-            .await;
+        for events in [&mut events, &mut second] {
+            events
+                .wait_for(Uuid::now_v7(), 1, Duration::from_secs(10))
+                .await;
+        }
     }
     let submitted = submit(&store, batch(2)).await;
     let batch_id = submitted.batch_id.expect("a batch");
     let w = worker(&store).await;
-    let claimed = store.claim(w, 1).await.expect("claim");
-    assert_eq!(claimed.len(), 1);
+    let claimed = store.claim(w, 2).await.expect("claim");
+    assert_eq!(claimed.len(), 2);
     let refused = store
         .complete(w, claimed.iter().map(compute).collect())
         .await
         .expect("complete");
     assert!(refused.is_empty());
     assert!(
-        events.wait_for(batch_id, Duration::from_secs(10)).await,
-        "no announcement for the batch of a finished job"
+        events.wait_for(batch_id, 2, Duration::from_secs(10)).await,
+        "no announcement of the batch's two finished jobs"
+    );
+    assert!(
+        !second
+            .wait_for(batch_id, 3, Duration::from_millis(500))
+            .await,
+        "two finished jobs were announced as more"
     );
 }
