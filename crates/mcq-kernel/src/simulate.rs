@@ -487,6 +487,20 @@ mod tests {
 
     /// Counting two-block paths gives the sums of walking the same paths,
     /// up to the order of additions: same draws, same per-path values.
+    /// Each accumulator of `got` with the same one of `want`.
+    fn pairs(got: &ChunkSums, want: &ChunkSums) -> [(f64, f64); 8] {
+        [
+            (got.y, want.y),
+            (got.yy, want.yy),
+            (got.a, want.a),
+            (got.aa, want.aa),
+            (got.ya, want.ya),
+            (got.g, want.g),
+            (got.gg, want.gg),
+            (got.yg, want.yg),
+        ]
+    }
+
     #[test]
     fn two_block_paths_match_walked_paths() {
         for (interest, n) in [(1.08, 11), (1.3, 12), (0.81, 13), (1.08, 15)] {
@@ -502,16 +516,7 @@ mod tests {
                 let got = two_block_paths::<true, true>(&model, &plan, &geo, stream, paths);
                 let want = walked_paths::<true, true>(&model, &plan, &geo, stream, paths);
                 let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
-                for (a, b) in [
-                    (got.y, want.y),
-                    (got.yy, want.yy),
-                    (got.a, want.a),
-                    (got.aa, want.aa),
-                    (got.ya, want.ya),
-                    (got.g, want.g),
-                    (got.gg, want.gg),
-                    (got.yg, want.yg),
-                ] {
+                for (a, b) in pairs(&got, &want) {
                     assert!(close(a, b), "{interest} {n} {paths}: {a} vs {b}");
                 }
             }
@@ -570,16 +575,7 @@ mod tests {
                 for lane in &lanes {
                     want.add(lane);
                 }
-                for (a, b) in [
-                    (got.y, want.y),
-                    (got.yy, want.yy),
-                    (got.a, want.a),
-                    (got.aa, want.aa),
-                    (got.ya, want.ya),
-                    (got.g, want.g),
-                    (got.gg, want.gg),
-                    (got.yg, want.yg),
-                ] {
+                for (a, b) in pairs(&got, &want) {
                     assert_eq!(
                         a.to_bits(),
                         b.to_bits(),
@@ -617,16 +613,7 @@ mod tests {
                     want.add_path::<true, true>(&model, sum, g);
                 }
                 let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
-                for (a, b) in [
-                    (got.y, want.y),
-                    (got.yy, want.yy),
-                    (got.a, want.a),
-                    (got.aa, want.aa),
-                    (got.ya, want.ya),
-                    (got.g, want.g),
-                    (got.gg, want.gg),
-                    (got.yg, want.yg),
-                ] {
+                for (a, b) in pairs(&got, &want) {
                     assert!(close(a, b), "{interest} {n} {paths}: {a} vs {b}");
                 }
             }
