@@ -310,6 +310,17 @@ impl PgQueue {
         let (split_ids, split_tokens) = lease(&split);
         let by_id: HashMap<i64, &TaskDone> = done.iter().map(|d| (d.task_id, d)).collect();
 
+        if split.is_empty() {
+            let accepted = if whole.is_empty() {
+                HashSet::new()
+            } else {
+                self.complete_whole(worker, whole).await?
+            };
+            return Ok(ids
+                .into_iter()
+                .filter(|id| !accepted.contains(id))
+                .collect());
+        }
         let mut tx = self.pool.begin().await?;
         let rows = sqlx::query(COMPLETE_TASKS)
             .bind(whole_ids)
@@ -388,6 +399,41 @@ impl PgQueue {
             .into_iter()
             .filter(|id| !accepted.contains(id))
             .collect())
+    }
+
+    /// Completion of tasks that each bring their job's whole result: one
+    /// call of `mcq_complete` (migrations/postgres/0005_complete_function.sql),
+    /// which fences, records results, counts and announces like the
+    /// statements below, in one round trip. Returns the accepted task ids.
+    async fn complete_whole(
+        &self,
+        worker: Uuid,
+        mut whole: Vec<&TaskDone>,
+    ) -> Result<HashSet<i64>, StoreError> {
+        whole.sort_unstable_by_key(|d| d.task_id);
+        let mut results = Vec::with_capacity(whole.len());
+        let mut prices = Vec::with_capacity(whole.len());
+        for done in &whole {
+            let TaskOutput::Result(result) = &done.output else {
+                return Err(StoreError::Corrupt(format!(
+                    "task {} brought a partial to a whole-job completion",
+                    done.task_id
+                )));
+            };
+            results.push(plan::result_json(result)?);
+            prices.push(result.price);
+        }
+        let accepted = sqlx::query_scalar("SELECT mcq_complete($1, $2, $3, $4, $5, $6, $7)")
+            .bind(worker)
+            .bind(whole.iter().map(|d| d.task_id).collect::<Vec<_>>())
+            .bind(whole.iter().map(|d| d.lease_token).collect::<Vec<_>>())
+            .bind(whole.iter().map(|d| d.compute_ms).collect::<Vec<_>>())
+            .bind(results)
+            .bind(prices)
+            .bind(FINISHED_CHANNEL)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(accepted.into_iter().collect())
     }
 
     /// Merges the partials of split jobs whose last task just completed

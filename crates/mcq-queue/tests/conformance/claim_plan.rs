@@ -1,5 +1,6 @@
 //! PostgreSQL only: the claim walks the index of queued tasks in order,
-//! whatever the statistics say.
+//! and a completion reads through indexes, whatever the statistics say;
+//! both keep one plan per session.
 //!
 //! The planner is made to believe the queue is nearly empty (ANALYZE of a
 //! five-task queue, then 20,000 more tasks, autovacuum off) — the state of
@@ -12,7 +13,7 @@ use mcq_queue::QueueConfig;
 use serde_json::Value;
 use sqlx::Row as _;
 
-use crate::harness::{Db, batch, submit};
+use crate::harness::{Db, batch, submit, worker};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
@@ -96,6 +97,86 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
                 .iter()
                 .any(|n| n.0 == "Sort" || n.0 == "Seq Scan" || n.0.starts_with("Bitmap")),
             "{mode}: the claim must not read the whole queue; plan of `fresh`: {nodes:?}"
+        );
+    }
+}
+
+/// `mcq_complete` on the same kind of stale statistics (the planner
+/// thinks `jobs` holds five rows): no table is read by a sequential scan.
+/// Without the settings the function carries, this plan reads `workers`
+/// by a sequential scan, and in `mcq bench compare` the same job update
+/// joined the results to a sequential scan of every job (`auto_explain`,
+/// 2026-11-30).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_reads_through_indexes_on_stale_statistics() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.store(QueueConfig::default()).await;
+    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    for table in ["tasks", "jobs", "results", "workers"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {table} SET (autovacuum_enabled = false)"
+        )))
+        .execute(&pool)
+        .await
+        .expect("autovacuum off");
+    }
+    submit(&store, batch(5)).await;
+    sqlx::query("ANALYZE tasks, jobs, results, workers")
+        .execute(&pool)
+        .await
+        .expect("analyze");
+    submit(&store, batch(3000)).await;
+    let me = worker(&store).await;
+    let mut claimed = store.claim(me, 400).await.expect("claim");
+    assert_eq!(claimed.len(), 400);
+    claimed.sort_unstable_by_key(|t| t.task_id);
+
+    let mut tx = pool.begin().await.expect("begin");
+    let accepted: Vec<i64> =
+        sqlx::query_scalar("SELECT mcq_complete($1, $2, $3, $4, $5, $6, 'mcq_test')")
+            .bind(me)
+            .bind(claimed.iter().map(|t| t.task_id).collect::<Vec<_>>())
+            .bind(claimed.iter().map(|t| t.lease_token).collect::<Vec<_>>())
+            .bind(vec![0.5_f64; claimed.len()])
+            .bind(vec![r#"{"price": 1.0}"#.to_owned(); claimed.len()])
+            .bind(vec![1.0_f64; claimed.len()])
+            .fetch_all(&mut *tx)
+            .await
+            .expect("complete");
+    assert_eq!(accepted.len(), claimed.len(), "every lease is live");
+    let scans: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT relname::text, seq_scan FROM pg_stat_xact_user_tables
+         WHERE relname IN ('tasks', 'jobs', 'results', 'workers') ORDER BY relname",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .expect("this transaction's table statistics");
+    tx.rollback().await.expect("rollback");
+    assert!(
+        scans.iter().any(|(table, _)| table == "jobs"),
+        "the completion touched jobs: {scans:?}"
+    );
+    assert!(
+        scans.iter().all(|(_, seq)| *seq == 0),
+        "a completion must not scan whole tables: {scans:?}"
+    );
+
+    // Both functions plan once per session: with custom plans the claim was
+    // planned on every call, which cost more than running it.
+    for function in ["mcq_claim", "mcq_complete"] {
+        let settings: Vec<String> =
+            sqlx::query_scalar("SELECT proconfig FROM pg_proc WHERE proname = $1")
+                .bind(function)
+                .fetch_one(&pool)
+                .await
+                .expect("function exists");
+        assert!(
+            settings
+                .iter()
+                .any(|s| s == "plan_cache_mode=force_generic_plan"),
+            "{function} must keep one generic plan per session: {settings:?}"
         );
     }
 }

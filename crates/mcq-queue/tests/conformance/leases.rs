@@ -304,3 +304,52 @@ pub(crate) async fn lease_expiring_on_last_attempt_fails_the_job(db: &Db) {
     );
     assert!(job.timings.finished_at.is_some() && job.result.is_none());
 }
+
+/// One completion call that mixes live leases and stale tokens, presented
+/// out of id order: exactly the live ones count, each job once, and the
+/// refused ones come back in the order they were presented.
+pub(crate) async fn mixed_completion_records_only_live_leases(db: &Db) {
+    let store = db.default_store().await;
+    let ids = submit(&store, batch(4)).await.job_ids;
+    let me = worker(&store).await;
+    let mut claimed = store.claim(me, 4).await.expect("claim");
+    assert_eq!(claimed.len(), 4);
+    claimed.reverse();
+    let mut done: Vec<_> = claimed.iter().map(compute).collect();
+    // Two of the four present a token that was never theirs.
+    done[0].lease_token = uuid::Uuid::new_v4();
+    done[2].lease_token = uuid::Uuid::new_v4();
+
+    let refused = store.complete(me, done).await.expect("complete");
+    assert_eq!(refused, vec![claimed[0].task_id, claimed[2].task_id]);
+    for (task, live) in claimed.iter().zip([false, true, false, true]) {
+        let job = store.job(task.job_id).await.expect("read").expect("job");
+        if live {
+            assert_eq!(job.state, JobState::Succeeded);
+            assert!(job.result.is_some(), "a recorded job carries its result");
+        } else {
+            assert_eq!(
+                job.state,
+                JobState::Running,
+                "a refused task changes nothing"
+            );
+            assert!(job.result.is_none());
+        }
+    }
+
+    // The refused tasks still run under their real tokens.
+    let rest = vec![compute(&claimed[0]), compute(&claimed[2])];
+    assert!(store.complete(me, rest).await.expect("complete").is_empty());
+    for id in ids {
+        let job = store.job(id).await.expect("read").expect("job");
+        assert_eq!(job.state, JobState::Succeeded);
+    }
+    let me_listed = store
+        .workers()
+        .await
+        .expect("workers")
+        .into_iter()
+        .find(|w| w.id == me)
+        .expect("registered");
+    assert_eq!((me_listed.tasks_done, me_listed.jobs_done), (4, 4));
+}

@@ -53,6 +53,7 @@ conformance! {
     leases::release_hands_back_without_spending_an_attempt,
     leases::heartbeat_renews_only_presented_leases,
     leases::lease_expiring_on_last_attempt_fails_the_job,
+    leases::mixed_completion_records_only_live_leases,
     lifecycle::failure_retries_after_backoff,
     lifecycle::last_attempt_fails_job_and_cancels_siblings,
     lifecycle::cancel_queued_job_leaves_queue,
