@@ -46,7 +46,6 @@ impl PgQueue {
             // A dead server must surface as an error within seconds, so the
             // worker's reconnect loop (not a hung await) handles it.
             .acquire_timeout(Duration::from_secs(5))
-            .test_before_acquire(false)
             .connect(url)
             .await?;
         Ok(PgQueue {
