@@ -1,6 +1,11 @@
 //! The worker's side on SQLite: the same transitions and fences as
-//! `postgres::tasks`, each operation one `BEGIN IMMEDIATE` transaction of
-//! small prepared statements (cheap in-process).
+//! `postgres::tasks`, each operation one `BEGIN IMMEDIATE` transaction.
+//!
+//! Claims and completions touch their rows with a few multi-row statements
+//! (`UPDATE … FROM (VALUES …)`), not one statement per job: every statement
+//! is a hand-off to sqlx's SQLite thread and back, and per-job statements
+//! made that hand-off most of the cost of a batch of small jobs on the
+//! embedded default (docs/bench.md, session 5).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -20,6 +25,46 @@ SET state = 'running', attempt = attempt + 1, lease_token = randomblob(16),
 WHERE id IN (
     SELECT id FROM tasks WHERE state = 'queued' AND run_at <= ?1 ORDER BY run_at, id LIMIT ?4)
 RETURNING id, job_id, lease_token, attempt, chunk_start, chunk_end";
+
+/// Rows per multi-row statement: at most four parameters a row keeps a
+/// statement far below SQLite's limit of 32,766 parameters.
+const ROWS_PER_STATEMENT: usize = 250;
+
+/// `(?2, ?3), (?4, ?5), …`: `rows` tuples of `width` numbered placeholders,
+/// the first one `?first`. The statement text never carries data.
+fn placeholders(first: usize, rows: usize, width: usize) -> String {
+    let mut out = String::with_capacity(rows * width * 6);
+    for row in 0..rows {
+        if row > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for column in 0..width {
+            if column > 0 {
+                out.push_str(", ");
+            }
+            out.push('?');
+            out.push_str(&(first + row * width + column).to_string());
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// `… FROM (SELECT column1 AS a, column2 AS b … FROM (VALUES …)) AS i`: the
+/// rows bound to a multi-row statement as a table `i` with named columns.
+fn values_table(first: usize, rows: usize, columns: &[&str]) -> String {
+    let named: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, name)| format!("column{} AS {name}", i + 1))
+        .collect();
+    format!(
+        "(SELECT {} FROM (VALUES {})) AS i",
+        named.join(", "),
+        placeholders(first, rows, columns.len())
+    )
+}
 
 impl SqliteQueue {
     /// Claims up to `max` tasks in one transaction.
@@ -42,17 +87,27 @@ impl SqliteQueue {
             *per_job.entry(row.try_get("job_id")?).or_default() += 1;
         }
         let mut specs = HashMap::with_capacity(per_job.len());
-        for (job_id, n) in per_job {
-            let spec: String = sqlx::query_scalar(
-                "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, ?2), attempts = attempts + ?3
-                 WHERE id = ?1 RETURNING spec",
-            )
-            .bind(job_id)
-            .bind(now)
-            .bind(n)
-            .fetch_one(&mut *tx)
-            .await?;
-            specs.insert(job_id, plan::parse_spec(&spec)?);
+        let per_job: Vec<(Uuid, i64)> = per_job.into_iter().collect();
+        for chunk in per_job.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, ?1),
+                     attempts = attempts + i.n
+                 FROM {}
+                 WHERE jobs.id = i.id
+                 RETURNING jobs.id, jobs.spec",
+                values_table(2, chunk.len(), &["id", "n"])
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+            for (job_id, n) in chunk {
+                query = query.bind(job_id).bind(n);
+            }
+            for row in query.fetch_all(&mut *tx).await? {
+                let spec: &str = row.try_get("spec")?;
+                specs.insert(row.try_get::<Uuid, _>("id")?, plan::parse_spec(spec)?);
+            }
+        }
+        if specs.len() != per_job.len() {
+            return Err(StoreError::Corrupt("a claimed task has no job".into()));
         }
         tx.commit().await?;
         let mut claimed = rows
@@ -173,58 +228,87 @@ impl SqliteQueue {
     ) -> Result<Vec<i64>, StoreError> {
         let now = now_us();
         let mut tx = self.write().await?;
-        let mut refused = Vec::new();
+        // The fenced task transitions; accepted rows come back with their job.
+        let mut accepted: HashMap<i64, Uuid> = HashMap::with_capacity(done.len());
+        for chunk in done.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE tasks SET state = 'succeeded', partial = i.partial, compute_ms = i.ms,
+                     finished_at = ?1, lease_token = NULL, lease_expires_at = NULL
+                 FROM {}
+                 WHERE tasks.id = i.id AND tasks.lease_token = i.token AND tasks.state = 'running'
+                 RETURNING tasks.id, tasks.job_id",
+                values_table(2, chunk.len(), &["id", "token", "partial", "ms"])
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+            for task in chunk {
+                let partial = match &task.output {
+                    TaskOutput::Partial(p) => Some(plan::partial_json(p)?),
+                    TaskOutput::Result(_) => None,
+                };
+                query = query
+                    .bind(task.task_id)
+                    .bind(task.lease_token)
+                    .bind(partial)
+                    .bind(task.compute_ms);
+            }
+            for row in query.fetch_all(&mut *tx).await? {
+                accepted.insert(row.try_get("id")?, row.try_get("job_id")?);
+            }
+        }
+        let refused: Vec<i64> = done
+            .iter()
+            .map(|t| t.task_id)
+            .filter(|id| !accepted.contains_key(id))
+            .collect();
         // Per job: tasks accepted now, their kernel time, the single output.
         let mut per_job: BTreeMap<Uuid, (i64, f64, Option<&TaskOutput>)> = BTreeMap::new();
         for task in &done {
-            let partial = match &task.output {
-                TaskOutput::Partial(p) => Some(plan::partial_json(p)?),
-                TaskOutput::Result(_) => None,
-            };
-            let job_id: Option<Uuid> = sqlx::query_scalar(
-                "UPDATE tasks SET state = 'succeeded', partial = ?3, compute_ms = ?4, finished_at = ?5,
-                     lease_token = NULL, lease_expires_at = NULL
-                 WHERE id = ?1 AND state = 'running' AND lease_token = ?2
-                 RETURNING job_id",
-            )
-            .bind(task.task_id)
-            .bind(task.lease_token)
-            .bind(partial)
-            .bind(task.compute_ms)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?;
-            match job_id {
-                Some(job_id) => {
-                    let entry = per_job.entry(job_id).or_insert((0, 0.0, None));
-                    entry.0 += 1;
-                    entry.1 += task.compute_ms;
-                    entry.2 = Some(&task.output);
-                }
-                None => refused.push(task.task_id),
+            if let Some(job_id) = accepted.get(&task.task_id) {
+                let entry = per_job.entry(*job_id).or_insert((0, 0.0, None));
+                entry.0 += 1;
+                entry.1 += task.compute_ms;
+                entry.2 = Some(&task.output);
             }
         }
-        let mut jobs_done = 0_i64;
-        for (job_id, (n, ms, output)) in &per_job {
-            let row = sqlx::query(
-                "UPDATE jobs SET tasks_done = tasks_done + ?2, compute_ms = compute_ms + ?3
-                 WHERE id = ?1 RETURNING task_count, tasks_done, compute_ms, spec",
-            )
-            .bind(job_id)
-            .bind(n)
-            .bind(ms)
-            .fetch_one(&mut *tx)
-            .await?;
-            let (task_count, tasks_done): (i64, i64) =
-                (row.try_get("task_count")?, row.try_get("tasks_done")?);
-            if tasks_done < task_count {
-                continue;
+        // Bump each job's counter; the jobs whose last task this was come
+        // back with their spec.
+        let per_job: Vec<_> = per_job.into_iter().collect();
+        let mut finished = Vec::new();
+        for chunk in per_job.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE jobs SET tasks_done = tasks_done + i.n, compute_ms = compute_ms + i.ms
+                 FROM {}
+                 WHERE jobs.id = i.id
+                 RETURNING jobs.id, jobs.task_count, jobs.compute_ms,
+                     CASE WHEN jobs.tasks_done >= jobs.task_count THEN jobs.spec END AS spec",
+                values_table(1, chunk.len(), &["id", "n", "ms"])
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (job_id, (n, ms, _)) in chunk {
+                query = query.bind(job_id).bind(n).bind(ms);
             }
-            let spec: String = row.try_get("spec")?;
-            let compute_ms: f64 = row.try_get("compute_ms")?;
+            let outputs: HashMap<Uuid, Option<&TaskOutput>> =
+                chunk.iter().map(|(id, (_, _, out))| (*id, *out)).collect();
+            for row in query.fetch_all(&mut *tx).await? {
+                let Some(spec) = row.try_get::<Option<String>, _>("spec")? else {
+                    continue;
+                };
+                let job_id: Uuid = row.try_get("id")?;
+                finished.push((
+                    job_id,
+                    row.try_get::<i64, _>("task_count")?,
+                    row.try_get::<f64, _>("compute_ms")?,
+                    spec,
+                    outputs.get(&job_id).copied().flatten(),
+                ));
+            }
+        }
+        // Results of the finished jobs, merged from partials where split.
+        let mut results = Vec::with_capacity(finished.len());
+        for (job_id, task_count, compute_ms, spec, output) in &finished {
             let result = match (task_count, output) {
                 (1, Some(TaskOutput::Result(result))) => result.clone(),
-                (1, Some(TaskOutput::Partial(p))) => plan::valid_spec(&spec)?.finish(p, compute_ms),
+                (1, Some(TaskOutput::Partial(p))) => plan::valid_spec(spec)?.finish(p, *compute_ms),
                 _ => {
                     let partials: Vec<Option<String>> = sqlx::query_scalar(
                         "SELECT partial FROM tasks WHERE job_id = ?1 AND state = 'succeeded' ORDER BY chunk_start",
@@ -239,30 +323,38 @@ impl SqliteQueue {
                             StoreError::Corrupt("a task of a split job has no partial".into())
                         })?;
                     plan::finish_from_partials(
-                        &spec,
+                        spec,
                         partials.iter().map(String::as_str),
-                        compute_ms,
+                        *compute_ms,
                     )?
                 }
             };
-            sqlx::query("INSERT INTO results (job_id, result, created_at) VALUES (?1, ?2, ?3)")
-                .bind(job_id)
-                .bind(plan::result_json(&result)?)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(
-                "UPDATE jobs SET state = 'succeeded', finished_at = ?2, price = ?3
-                 WHERE id = ?1 AND state IN ('queued', 'running')",
-            )
-            .bind(job_id)
-            .bind(now)
-            .bind(result.price)
-            .execute(&mut *tx)
-            .await?;
-            jobs_done += 1;
+            results.push((*job_id, plan::result_json(&result)?, result.price));
         }
-        let tasks_done = (done.len() - refused.len()) as i64;
+        for chunk in results.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO results (job_id, result, created_at) VALUES {}",
+                placeholders(1, chunk.len(), 3)
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (job_id, result, _) in chunk {
+                query = query.bind(job_id).bind(result).bind(now);
+            }
+            query.execute(&mut *tx).await?;
+            let sql = format!(
+                "UPDATE jobs SET state = 'succeeded', finished_at = ?1, price = i.price
+                 FROM {}
+                 WHERE jobs.id = i.id AND jobs.state IN ('queued', 'running')",
+                values_table(2, chunk.len(), &["id", "price"])
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+            for (job_id, _, price) in chunk {
+                query = query.bind(job_id).bind(price);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        let jobs_done = results.len() as i64;
+        let tasks_done = accepted.len() as i64;
         sqlx::query("UPDATE workers SET tasks_done = tasks_done + ?2, jobs_done = jobs_done + ?3 WHERE id = ?1")
             .bind(worker)
             .bind(tasks_done)
