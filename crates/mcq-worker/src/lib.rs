@@ -49,7 +49,9 @@ pub struct WorkerConfig {
     pub prefetch_window: Duration,
     /// Most finished tasks recorded in one completion call.
     pub complete_batch: usize,
-    /// How long the completer waits for more finished tasks before a flush.
+    /// How long the completer waits for more finished tasks before a
+    /// flush, while other tasks of this worker are still computing or
+    /// waiting for a slot (with nothing else in flight it flushes at once).
     pub complete_linger: Duration,
     /// Longest idle wait before claiming again even without a wake-up
     /// (the fallback for lost notifications).
