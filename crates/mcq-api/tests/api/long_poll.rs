@@ -115,6 +115,19 @@ async fn assert_held<T>(waiting: &JoinHandle<T>, what: &str) {
     assert!(!waiting.is_finished(), "the server must hold {what}");
 }
 
+/// Starts `poll`, checks that the server holds it, works every job, and
+/// returns what the poll answered.
+async fn answered_after_the_work<T: Send + 'static>(
+    s: &Served,
+    what: &str,
+    poll: impl Future<Output = T> + Send + 'static,
+) -> T {
+    let waiting = tokio::spawn(poll);
+    assert_held(&waiting, what).await;
+    s.work_everything().await;
+    waiting.await.expect("poll task")
+}
+
 async fn a_batch_wait_returns_when_the_batch_is_done(t: &TestApp) {
     let s = Served::start(t).await;
     let accepted = s
@@ -123,14 +136,13 @@ async fn a_batch_wait_returns_when_the_batch_is_done(t: &TestApp) {
         .await
         .expect("submit");
     let client = s.client.clone();
-    let waiting = tokio::spawn(async move {
+    let view = answered_after_the_work(&s, "a long poll while the batch is not done", async move {
         client
             .batch_wait(accepted.id, Duration::from_secs(20))
             .await
-    });
-    assert_held(&waiting, "a long poll while the batch is not done").await;
-    s.work_everything().await;
-    let view = waiting.await.expect("poll task").expect("long poll");
+    })
+    .await
+    .expect("long poll");
     assert!(
         view.done,
         "answered on completion, not on timeout: {view:?}"
@@ -159,11 +171,11 @@ async fn a_job_wait_returns_when_the_job_has_finished(t: &TestApp) {
     };
     let job = s.client.submit_job(&spec, None).await.expect("submit");
     let client = s.client.clone();
-    let waiting =
-        tokio::spawn(async move { client.job_wait(job.id, Duration::from_secs(20)).await });
-    assert_held(&waiting, "a long poll while the job runs").await;
-    s.work_everything().await;
-    let view = waiting.await.expect("poll task").expect("long poll");
+    let view = answered_after_the_work(&s, "a long poll while the job runs", async move {
+        client.job_wait(job.id, Duration::from_secs(20)).await
+    })
+    .await
+    .expect("long poll");
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     assert!(view.result.is_some());
     s.stop().await;
@@ -182,14 +194,13 @@ async fn a_page_wait_returns_when_its_jobs_have_finished(t: &TestApp) {
         .expect("submit");
     let client = s.client.clone();
     let id = accepted.id;
-    let waiting = tokio::spawn(async move {
+    let page = answered_after_the_work(&s, "a page while its jobs run", async move {
         client
             .batch_jobs_wait(id, None, 3, Duration::from_secs(20))
             .await
-    });
-    assert_held(&waiting, "a page while its jobs run").await;
-    s.work_everything().await;
-    let page = waiting.await.expect("poll task").expect("long poll");
+    })
+    .await
+    .expect("long poll");
     let ids: Vec<_> = page.jobs.iter().map(|job| job.id).collect();
     assert_eq!(ids, accepted.job_ids[..3], "the first page, in order");
     for job in &page.jobs {

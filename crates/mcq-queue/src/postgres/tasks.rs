@@ -303,13 +303,6 @@ impl PgQueue {
         let (whole, split): (Vec<&TaskDone>, Vec<&TaskDone>) = done
             .iter()
             .partition(|d| matches!(d.output, TaskOutput::Result(_)));
-        let lease = |tasks: &[&TaskDone]| -> (Vec<i64>, Vec<Uuid>) {
-            tasks.iter().map(|d| (d.task_id, d.lease_token)).unzip()
-        };
-        let (whole_ids, whole_tokens) = lease(&whole);
-        let (split_ids, split_tokens) = lease(&split);
-        let by_id: HashMap<i64, &TaskDone> = done.iter().map(|d| (d.task_id, d)).collect();
-
         if split.is_empty() {
             let accepted = if whole.is_empty() {
                 HashSet::new()
@@ -321,6 +314,13 @@ impl PgQueue {
                 .filter(|id| !accepted.contains(id))
                 .collect());
         }
+        let lease = |tasks: &[&TaskDone]| -> (Vec<i64>, Vec<Uuid>) {
+            tasks.iter().map(|d| (d.task_id, d.lease_token)).unzip()
+        };
+        let (whole_ids, whole_tokens) = lease(&whole);
+        let (split_ids, split_tokens) = lease(&split);
+        let by_id: HashMap<i64, &TaskDone> = done.iter().map(|d| (d.task_id, d)).collect();
+
         let mut tx = self.pool.begin().await?;
         let rows = sqlx::query(COMPLETE_TASKS)
             .bind(whole_ids)

@@ -9,7 +9,7 @@
 //! ordered index scan and sort nothing: a bitmap scan or a sort there
 //! reads every queued task on every claim (docs/queue-perf.md, session 4).
 
-use mcq_queue::QueueConfig;
+use mcq_queue::{QueueConfig, Store};
 use serde_json::Value;
 use sqlx::Row as _;
 
@@ -20,18 +20,7 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
     let Some(db) = Db::postgres().await else {
         return;
     };
-    let store = db.store(QueueConfig::default()).await;
-    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
-    sqlx::query("ALTER TABLE tasks SET (autovacuum_enabled = false)")
-        .execute(&pool)
-        .await
-        .expect("autovacuum off");
-    submit(&store, batch(5)).await;
-    sqlx::query("ANALYZE tasks")
-        .execute(&pool)
-        .await
-        .expect("analyze");
-    submit(&store, batch(20_000)).await;
+    let (_store, pool) = stale_statistics(&db, &["tasks"], 20_000).await;
 
     // The statement inside the function, and the settings it runs with.
     let row = sqlx::query("SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'mcq_claim'")
@@ -112,22 +101,7 @@ async fn completion_reads_through_indexes_on_stale_statistics() {
     let Some(db) = Db::postgres().await else {
         return;
     };
-    let store = db.store(QueueConfig::default()).await;
-    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
-    for table in ["tasks", "jobs", "results", "workers"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "ALTER TABLE {table} SET (autovacuum_enabled = false)"
-        )))
-        .execute(&pool)
-        .await
-        .expect("autovacuum off");
-    }
-    submit(&store, batch(5)).await;
-    sqlx::query("ANALYZE tasks, jobs, results, workers")
-        .execute(&pool)
-        .await
-        .expect("analyze");
-    submit(&store, batch(3000)).await;
+    let (store, pool) = stale_statistics(&db, &["tasks", "jobs", "results", "workers"], 3000).await;
     let me = worker(&store).await;
     let mut claimed = store.claim(me, 400).await.expect("claim");
     assert_eq!(claimed.len(), 400);
@@ -179,6 +153,32 @@ async fn completion_reads_through_indexes_on_stale_statistics() {
             "{function} must keep one generic plan per session: {settings:?}"
         );
     }
+}
+
+/// A migrated store whose `tables` the planner believes nearly empty: with
+/// autovacuum off they are analyzed after a five-job batch, then `more`
+/// jobs are submitted, as right after a large submit.
+async fn stale_statistics(db: &Db, tables: &[&str], more: u64) -> (Store, sqlx::PgPool) {
+    let store = db.store(QueueConfig::default()).await;
+    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    for table in tables {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {table} SET (autovacuum_enabled = false)"
+        )))
+        .execute(&pool)
+        .await
+        .expect("autovacuum off");
+    }
+    submit(&store, batch(5)).await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ANALYZE {}",
+        tables.join(", ")
+    )))
+    .execute(&pool)
+    .await
+    .expect("analyze");
+    submit(&store, batch(more)).await;
+    (store, pool)
 }
 
 /// The sub-plan of CTE `name`.
