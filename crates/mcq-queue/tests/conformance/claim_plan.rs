@@ -1,6 +1,7 @@
 //! PostgreSQL only: the claim walks the index of queued tasks in order,
 //! and a completion reads through indexes, whatever the statistics say;
-//! both keep one plan per session.
+//! both keep one plan per session, and only the claim commits without
+//! waiting for the disk.
 //!
 //! The planner is made to believe the queue is nearly empty (ANALYZE of a
 //! five-task queue, then 20,000 more tasks, autovacuum off) — the state of
@@ -11,7 +12,8 @@
 
 use mcq_queue::{QueueConfig, Store};
 use serde_json::Value;
-use sqlx::Row as _;
+use sqlx::{Connection as _, Row as _};
+use uuid::Uuid;
 
 use crate::harness::{Db, batch, submit, worker};
 
@@ -153,6 +155,70 @@ async fn completion_reads_through_indexes_on_stale_statistics() {
             "{function} must keep one generic plan per session: {settings:?}"
         );
     }
+}
+
+/// A claim commits without waiting for its WAL flush (a claim lost in a
+/// crash is only claimed again, and its late completion is fenced); the
+/// completion that records a result still waits, and the setting does not
+/// leak into the connection's later transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_claim_commits_asynchronously() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.default_store().await;
+    let me = worker(&store).await;
+    submit(&store, batch(2)).await;
+    let mut conn = sqlx::PgConnection::connect(&db.url())
+        .await
+        .expect("connect");
+    let commit_mode = async |conn: &mut sqlx::PgConnection| -> String {
+        sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+            .fetch_one(conn)
+            .await
+            .expect("read synchronous_commit")
+    };
+    // The test cluster runs with `synchronous_commit = off` for speed;
+    // this session runs with PostgreSQL's default.
+    sqlx::query("SET synchronous_commit = on")
+        .execute(&mut conn)
+        .await
+        .expect("the default commit mode");
+
+    let mut tx = conn.begin().await.expect("begin");
+    let (task, token): (i64, Uuid) =
+        sqlx::query_as("SELECT id, lease_token FROM mcq_claim($1, 1, 30) WHERE id IS NOT NULL")
+            .bind(me)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("claim one task");
+    assert_eq!(commit_mode(&mut tx).await, "off", "the claim's own commit");
+    tx.commit().await.expect("commit the claim");
+    assert_eq!(
+        commit_mode(&mut conn).await,
+        "on",
+        "after the claim's transaction"
+    );
+
+    let mut tx = conn.begin().await.expect("begin");
+    let accepted: Vec<i64> =
+        sqlx::query_scalar("SELECT mcq_complete($1, $2, $3, $4, $5, $6, 'mcq_test')")
+            .bind(me)
+            .bind(vec![task])
+            .bind(vec![token])
+            .bind(vec![0.5_f64])
+            .bind(vec![r#"{"price": 1.0}"#.to_owned()])
+            .bind(vec![1.0_f64])
+            .fetch_all(&mut *tx)
+            .await
+            .expect("complete");
+    assert_eq!(accepted, vec![task], "the claim's lease is live");
+    assert_eq!(
+        commit_mode(&mut tx).await,
+        "on",
+        "a completion waits for the disk"
+    );
+    tx.commit().await.expect("commit the completion");
 }
 
 /// A migrated store whose `tables` the planner believes nearly empty: with
