@@ -90,6 +90,8 @@ pub(crate) async fn run(
         counters: counters.clone(),
         batch: config.complete_batch,
         linger: config.complete_linger,
+        linger_max: config.complete_linger_max,
+        concurrency,
         give_up: give_up.clone(),
     };
     let mut completer = tokio::spawn(completer.run(finished_rx));
@@ -108,6 +110,7 @@ pub(crate) async fn run(
         finished: Some(finished_tx),
         local: VecDeque::new(),
         drained_since: None,
+        claim_ms: 1.0,
         backoff: Backoff::new(),
     };
     claimer.work(&shutdown).await;
@@ -185,6 +188,8 @@ struct Claimer {
     local: VecDeque<(ClaimedTask, Arc<AtomicBool>)>,
     /// When a claim last found fewer tasks than it asked for.
     drained_since: Option<Instant>,
+    /// Moving average of a claim's round trip, in milliseconds.
+    claim_ms: f64,
     backoff: Backoff,
 }
 
@@ -214,9 +219,16 @@ impl Claimer {
                 .saturating_sub(self.local.len())
                 .min(self.config.claim_batch.max(1))
                 .min(room);
-            // Top up only once the local queue ran half empty, so that a
-            // busy worker makes one large claim rather than many small ones.
-            if want == 0 || self.local.len() > prefetch / 2 {
+            // Top up only once the local queue ran low, so that a busy
+            // worker makes one large claim rather than many small ones.
+            let enough = enough_local(
+                self.local.len(),
+                prefetch,
+                self.pace.average_ms(),
+                self.concurrency,
+                self.claim_ms,
+            );
+            if want == 0 || enough {
                 self.wait_for_slot(shutdown).await;
                 continue;
             }
@@ -233,9 +245,12 @@ impl Claimer {
                 continue;
             }
             self.drained_since = None;
+            let started = Instant::now();
             match self.store.claim(self.worker, want as u32).await {
                 Ok(tasks) => {
                     self.backoff.reset();
+                    let took = started.elapsed().as_secs_f64() * 1e3;
+                    self.claim_ms += CLAIM_WEIGHT * (took - self.claim_ms);
                     let got = tasks.len();
                     if got < want {
                         self.drained_since = Some(Instant::now());
@@ -378,6 +393,33 @@ impl Claimer {
     }
 }
 
+/// Weight of the newest claim's round trip in `Claimer::claim_ms`.
+const CLAIM_WEIGHT: f64 = 0.2;
+
+/// Whether the local queue (`local` claimed tasks not yet started) can wait
+/// before it is topped up: while it holds more than half the prefetch
+/// target, or, once task times are known, more work than twice a claim's
+/// round trip (at least 1 ms) for `concurrency` slots. With tasks of
+/// 10 ms the second rule claims when the last local task starts, one claim
+/// per `prefetch + 1` tasks, where the first alone claimed every second
+/// task (`mcq bench compare`, docs/worker.md); the running task covers the
+/// round trip.
+fn enough_local(
+    local: usize,
+    prefetch: usize,
+    average_ms: Option<f64>,
+    concurrency: usize,
+    claim_ms: f64,
+) -> bool {
+    if local > prefetch / 2 {
+        return true;
+    }
+    average_ms.is_some_and(|average| {
+        let work_ms = local as f64 * average / concurrency.max(1) as f64;
+        work_ms >= (2.0 * claim_ms).max(1.0)
+    })
+}
+
 /// How long to hold off claiming after a claim found the queue drained
 /// (`drained_since`): while tasks are still held locally, until the poll
 /// interval has passed; `None` means claim now.
@@ -399,6 +441,22 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tops_up_when_the_local_queue_runs_low() {
+        // Pace unknown: half the prefetch target, as before.
+        assert!(enough_local(3, 4, None, 1, 1.0));
+        assert!(!enough_local(2, 4, None, 1, 1.0));
+        // 10 ms tasks, one slot, 1 ms claims: one local task is enough.
+        assert!(enough_local(1, 3, Some(10.0), 1, 1.0));
+        assert!(!enough_local(0, 3, Some(10.0), 1, 1.0));
+        // Slow claims: the reserve grows with the round trip.
+        assert!(!enough_local(1, 3, Some(10.0), 1, 6.0));
+        // Tiny tasks: 200 of 10 µs on two slots are 1 ms, under 2 claims.
+        assert!(!enough_local(200, 1000, Some(0.01), 2, 1.0));
+        assert!(enough_local(501, 1000, Some(0.01), 2, 1.0));
+        assert!(enough_local(400, 1000, Some(0.01), 2, 0.5), "at least 1 ms");
+    }
 
     #[test]
     fn claims_at_once_unless_a_drained_queue_left_local_work() {

@@ -2,11 +2,19 @@
 //!
 //! One commit costs about 0.2 ms of fsync on the machines we measure on, so a
 //! worker that commits once per task is capped near 5k tasks/s. The completer
-//! instead takes whatever has finished (waiting up to `linger` for more
-//! while other tasks are still in flight) and sends it in one
-//! [`Store::complete`] call. Each task is still fenced individually by its
-//! lease token inside that call; refused (late) completions are counted and
-//! logged.
+//! instead takes whatever has finished (waiting a little for more while other
+//! tasks are still in flight) and sends it in one [`Store::complete`] call.
+//! Each task is still fenced individually by its lease token inside that
+//! call; refused (late) completions are counted and logged.
+//!
+//! How long it waits: at least `linger`; and while tasks take milliseconds,
+//! long enough for the next one to finish (1.5 task times per slot), at most
+//! `linger_max`. A completion call costs the database about the same
+//! whether it carries one task or three, and on a machine where the
+//! database shares the cores with the kernel every call is taken from the
+//! computation (docs/worker.md). Results then become visible up to
+//! `linger_max` later; with nothing else in flight a task is recorded at
+//! once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +41,9 @@ pub(crate) struct Completer {
     pub(crate) counters: Arc<Counters>,
     pub(crate) batch: usize,
     pub(crate) linger: Duration,
+    pub(crate) linger_max: Duration,
+    /// Compute slots of this worker.
+    pub(crate) concurrency: usize,
     /// Cancelled when the worker must stop retrying a database that is
     /// gone (shutdown deadline passed).
     pub(crate) give_up: CancellationToken,
@@ -45,7 +56,7 @@ impl Completer {
         let mut batch = Vec::with_capacity(batch_size);
         while let Some(first) = finished.recv().await {
             batch.push(first);
-            let deadline = Instant::now() + self.linger;
+            let deadline = Instant::now() + self.linger();
             while batch.len() < batch_size {
                 // Take what is already there before waiting for more.
                 match finished.try_recv() {
@@ -69,6 +80,15 @@ impl Completer {
             }
             self.record(std::mem::take(&mut batch)).await;
         }
+    }
+
+    /// How long to wait for more finished tasks (module docs).
+    fn linger(&self) -> Duration {
+        let next = self
+            .pace
+            .average_ms()
+            .map_or(0.0, |ms| 1.5 * ms / self.concurrency.max(1) as f64);
+        linger_for(next, self.linger, self.linger_max)
     }
 
     async fn record(&self, batch: Vec<Finished>) {
@@ -167,6 +187,13 @@ impl Completer {
     }
 }
 
+/// `next_ms` (when the next task is expected to finish) clamped to
+/// `[floor, max]`; a floor above `max` wins.
+fn linger_for(next_ms: f64, floor: Duration, max: Duration) -> Duration {
+    let next = Duration::try_from_secs_f64(next_ms / 1e3).unwrap_or(Duration::ZERO);
+    next.min(max).max(floor)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicBool;
@@ -175,6 +202,22 @@ mod tests {
     use mcq_queue::{JobState, QueueConfig, Submission, TaskOutput, WorkerInfo};
 
     use super::*;
+
+    #[test]
+    fn lingers_for_the_next_task_while_tasks_are_short() {
+        let ms = Duration::from_millis;
+        let (floor, max) = (ms(1), ms(20));
+        assert_eq!(linger_for(0.0, floor, max), floor, "pace unknown");
+        assert_eq!(
+            linger_for(0.01, floor, max),
+            floor,
+            "tiny tasks batch anyway"
+        );
+        assert_eq!(linger_for(15.0, floor, max), ms(15), "the next 10 ms task");
+        assert_eq!(linger_for(300.0, floor, max), max, "long tasks: bounded");
+        assert_eq!(linger_for(f64::NAN, floor, max), floor, "no NaN panics");
+        assert_eq!(linger_for(5.0, ms(10), ms(2)), ms(10), "floor wins");
+    }
 
     /// With nothing else in flight the completer records a finished task at
     /// once; its linger (an hour here) applies only while more is coming.
@@ -226,6 +269,8 @@ mod tests {
             counters: Arc::new(Counters::default()),
             batch: 100,
             linger: Duration::from_secs(3600),
+            linger_max: Duration::from_secs(3600),
+            concurrency: 1,
             give_up: CancellationToken::new(),
         };
         let (finished, receiver) = mpsc::unbounded_channel();

@@ -49,10 +49,15 @@ pub struct WorkerConfig {
     pub prefetch_window: Duration,
     /// Most finished tasks recorded in one completion call.
     pub complete_batch: usize,
-    /// How long the completer waits for more finished tasks before a
-    /// flush, while other tasks of this worker are still computing or
-    /// waiting for a slot (with nothing else in flight it flushes at once).
+    /// How long the completer waits at least for more finished tasks
+    /// before a flush, while other tasks of this worker are still computing
+    /// or waiting for a slot (with nothing else in flight it flushes at
+    /// once).
     pub complete_linger: Duration,
+    /// While tasks take milliseconds the completer waits longer, for the
+    /// next task to finish (1.5 task times per slot), but never longer than
+    /// this: it bounds how much later a result becomes visible.
+    pub complete_linger_max: Duration,
     /// Longest idle wait before claiming again even without a wake-up
     /// (the fallback for lost notifications).
     pub poll_interval: Duration,
@@ -74,6 +79,7 @@ impl Default for WorkerConfig {
             prefetch_window: Duration::from_millis(50),
             complete_batch: 2000,
             complete_linger: Duration::from_millis(1),
+            complete_linger_max: Duration::from_millis(20),
             poll_interval: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(20),
             prune_interval: Some(Duration::from_secs(60)),

@@ -52,13 +52,19 @@ impl Pace {
         self.average_ms.store(f64::NAN.to_bits(), Ordering::Relaxed);
     }
 
+    /// The average task time in milliseconds, if a task has finished
+    /// since the last reset.
+    pub(crate) fn average_ms(&self) -> Option<f64> {
+        let average = f64::from_bits(self.average_ms.load(Ordering::Relaxed));
+        (!average.is_nan()).then_some(average)
+    }
+
     /// Tasks worth holding locally beyond the free slots: enough to keep
     /// `concurrency` slots busy for `window_ms`, at most `cap`.
     pub(crate) fn prefetch(&self, concurrency: usize, window_ms: f64, cap: usize) -> usize {
-        let average = f64::from_bits(self.average_ms.load(Ordering::Relaxed));
-        if average.is_nan() {
+        let Some(average) = self.average_ms() else {
             return 0;
-        }
+        };
         let tasks = window_ms / average.max(FLOOR_MS) * concurrency as f64;
         if tasks >= cap as f64 {
             cap
