@@ -8,8 +8,8 @@
 //! call; refused (late) completions are counted and logged.
 //!
 //! How long it waits: at least `linger`; and while tasks take milliseconds,
-//! long enough for the next one to finish (1.5 task times per slot), at most
-//! `linger_max`. A completion call costs the database about the same
+//! long enough for the next one to finish (1.5 task times per slot) if that
+//! is within `linger_max`. A completion call costs the database about the same
 //! whether it carries one task or three, and on a machine where the
 //! database shares the cores with the kernel every call is taken from the
 //! computation (docs/worker.md). Results then become visible up to
@@ -187,11 +187,12 @@ impl Completer {
     }
 }
 
-/// `next_ms` (when the next task is expected to finish) clamped to
-/// `[floor, max]`; a floor above `max` wins.
+/// Wait until `next_ms` (when the next task is expected to finish), but
+/// at least `floor`; when the next task is not expected within `max`,
+/// waiting for it buys nothing and only `floor` applies.
 fn linger_for(next_ms: f64, floor: Duration, max: Duration) -> Duration {
     let next = Duration::try_from_secs_f64(next_ms / 1e3).unwrap_or(Duration::ZERO);
-    next.min(max).max(floor)
+    if next > max { floor } else { next.max(floor) }
 }
 
 #[cfg(test)]
@@ -206,7 +207,7 @@ mod tests {
     #[test]
     fn lingers_for_the_next_task_while_tasks_are_short() {
         let ms = Duration::from_millis;
-        let (floor, max) = (ms(1), ms(20));
+        let (floor, max) = (ms(1), ms(30));
         assert_eq!(linger_for(0.0, floor, max), floor, "pace unknown");
         assert_eq!(
             linger_for(0.01, floor, max),
@@ -214,9 +215,10 @@ mod tests {
             "tiny tasks batch anyway"
         );
         assert_eq!(linger_for(15.0, floor, max), ms(15), "the next 10 ms task");
-        assert_eq!(linger_for(300.0, floor, max), max, "long tasks: bounded");
+        assert_eq!(linger_for(30.0, floor, max), max, "just within reach");
+        assert_eq!(linger_for(300.0, floor, max), floor, "long tasks: no wait");
         assert_eq!(linger_for(f64::NAN, floor, max), floor, "no NaN panics");
-        assert_eq!(linger_for(5.0, ms(10), ms(2)), ms(10), "floor wins");
+        assert_eq!(linger_for(0.5, ms(10), ms(2)), ms(10), "floor wins");
     }
 
     /// With nothing else in flight the completer records a finished task at
