@@ -35,6 +35,12 @@ pub(crate) struct Args {
     /// Most tasks claimed in one round trip.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 1000)]
     claim_batch: u32,
+    /// Longest wait, in milliseconds, for the next short task before
+    /// recording finished ones together: results of tasks of a few
+    /// milliseconds become visible up to this much later; with 0 a worker
+    /// waits at most 1 ms, as it does for long tasks [default: 30].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    complete_wait_ms: Option<u32>,
     /// Apply migrations before starting (normally `mcq serve` or `mcq migrate` does).
     #[arg(long)]
     migrate: bool,
@@ -64,6 +70,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         heartbeat_interval: heartbeat,
         shutdown_timeout: args.shutdown_timeout,
         claim_batch: args.claim_batch as usize,
+        complete_linger_max: args
+            .complete_wait_ms
+            .map_or(defaults.complete_linger_max, |ms| {
+                Duration::from_millis(u64::from(ms))
+            }),
         ..defaults
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

@@ -18,6 +18,20 @@ fn help_lists_every_subcommand() {
     }
 }
 
+#[test]
+fn worker_refuses_an_out_of_range_completion_wait() {
+    let out = mcq()
+        .args(["worker", "--complete-wait-ms", "60000"])
+        .output()
+        .expect("run mcq worker");
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("--complete-wait-ms") && text.contains("0..=10000"),
+        "the message names the flag and its range:\n{text}"
+    );
+}
+
 mod bench_compare;
 mod bench_kernel;
 mod price;
