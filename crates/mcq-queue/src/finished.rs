@@ -25,12 +25,16 @@ const CAPACITY: usize = 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct Announcer {
     tx: broadcast::Sender<(Uuid, u64)>,
+    /// Whether every process that finishes jobs announces them here
+    /// (PostgreSQL's `NOTIFY` reaches every listener), or only this one.
+    complete: bool,
 }
 
 impl Announcer {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(complete: bool) -> Self {
         Announcer {
             tx: broadcast::channel(CAPACITY).0,
+            complete,
         }
     }
 
@@ -44,6 +48,7 @@ impl Announcer {
     pub(crate) fn subscribe(&self) -> FinishedEvents {
         FinishedEvents {
             rx: self.tx.subscribe(),
+            complete: self.complete,
         }
     }
 }
@@ -53,9 +58,18 @@ impl Announcer {
 #[derive(Debug)]
 pub struct FinishedEvents {
     rx: broadcast::Receiver<(Uuid, u64)>,
+    complete: bool,
 }
 
 impl FinishedEvents {
+    /// True when jobs finished by any process are announced (PostgreSQL),
+    /// false when only this process's are (SQLite, whose workers in other
+    /// processes cannot reach this one). A waiter relying on complete
+    /// announcements needs to re-read on its own only as a safety net.
+    pub fn covers_every_process(&self) -> bool {
+        self.complete
+    }
+
     /// Waits until `remaining` jobs under `key` (a batch id, or the id of a
     /// job without a batch) are announced as finished, or `timeout` passes.
     /// True when woken by announcements; the caller re-reads.
@@ -87,9 +101,15 @@ impl FinishedEvents {
 mod tests {
     use super::*;
 
+    #[test]
+    fn subscriptions_say_whether_other_processes_announce() {
+        assert!(Announcer::new(true).subscribe().covers_every_process());
+        assert!(!Announcer::new(false).subscribe().covers_every_process());
+    }
+
     #[tokio::test]
     async fn waits_for_its_own_key_or_a_wildcard() {
-        let announcer = Announcer::new();
+        let announcer = Announcer::new(true);
         let (mine, other) = (Uuid::now_v7(), Uuid::now_v7());
         let mut events = announcer.subscribe();
         announcer.announce(other, 5);
@@ -106,7 +126,7 @@ mod tests {
 
     #[tokio::test]
     async fn wakes_once_the_remaining_jobs_are_announced() {
-        let announcer = Announcer::new();
+        let announcer = Announcer::new(true);
         let batch = Uuid::now_v7();
         let mut events = announcer.subscribe();
         announcer.announce(batch, 2);
@@ -122,7 +142,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lagging_waiter_is_woken() {
-        let announcer = Announcer::new();
+        let announcer = Announcer::new(true);
         let mut events = announcer.subscribe();
         for _ in 0..=CAPACITY {
             announcer.announce(Uuid::now_v7(), 1);

@@ -52,7 +52,7 @@ impl PgQueue {
             pool,
             config,
             wakeup: Arc::new(listen::Wakeup::default()),
-            announcer: Announcer::new(),
+            announcer: Announcer::new(true),
             finished_listener: Arc::default(),
         })
     }

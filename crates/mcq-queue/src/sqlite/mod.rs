@@ -72,7 +72,7 @@ impl SqliteQueue {
             reader,
             config,
             notify: Arc::new(Notify::new()),
-            announcer: Announcer::new(),
+            announcer: Announcer::new(false),
         })
     }
 
