@@ -249,6 +249,48 @@ impl Store {
         self.count_refused(refused.len());
         Ok(refused)
     }
+    /// Records finished tasks as [`Store::complete`] does, then claims up
+    /// to `max` tasks as [`Store::claim`] does: on PostgreSQL, when every
+    /// finished task brings its job's whole result, both in one
+    /// transaction and one round trip (which commits only once the
+    /// results are on disk). A worker about to claim uses it to send the
+    /// results it holds along with the claim. On an error nothing was
+    /// recorded or claimed; where the two run one after the other, a claim
+    /// that fails after the completion was recorded comes back as the
+    /// error in [`CompletedAndClaimed::claimed`].
+    pub async fn complete_and_claim(
+        &self,
+        worker: Uuid,
+        done: Vec<TaskDone>,
+        max: u32,
+    ) -> Result<CompletedAndClaimed, StoreError> {
+        if done.is_empty() {
+            let claimed = self.claim(worker, max).await?;
+            return Ok(CompletedAndClaimed {
+                refused: Vec::new(),
+                claimed: Ok(claimed),
+            });
+        }
+        if max == 0 {
+            let refused = self.complete(worker, done).await?;
+            return Ok(CompletedAndClaimed {
+                refused,
+                claimed: Ok(Vec::new()),
+            });
+        }
+        let whole = done
+            .iter()
+            .all(|d| matches!(d.output, TaskOutput::Result(_)));
+        if let (Backend::Postgres(q), true) = (&self.backend, whole) {
+            let reply = q.complete_and_claim(worker, done, max).await?;
+            self.count_refused(reply.refused.len());
+            return Ok(reply);
+        }
+        // One after the other: partials to merge, or SQLite in this process.
+        let refused = self.complete(worker, done).await?;
+        let claimed = self.claim(worker, max).await;
+        Ok(CompletedAndClaimed { refused, claimed })
+    }
     /// Records a failed attempt (fenced); retried with backoff or fails the job.
     /// Returns false when the lease was already lost.
     pub async fn fail(

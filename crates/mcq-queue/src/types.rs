@@ -218,6 +218,16 @@ pub struct ClaimedTask {
     pub chunks: Option<std::ops::Range<u64>>,
 }
 
+/// What [`Store::complete_and_claim`](crate::Store::complete_and_claim) did.
+#[derive(Debug)]
+pub struct CompletedAndClaimed {
+    /// Ids of finished tasks whose completion was refused (lease lost).
+    pub refused: Vec<i64>,
+    /// Tasks claimed, in task id order; or why the claim failed where it
+    /// ran after the completion had been recorded in a transaction of its own.
+    pub claimed: Result<Vec<ClaimedTask>, crate::StoreError>,
+}
+
 /// What a task produced.
 #[derive(Debug, Clone)]
 #[expect(

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use mcq_queue::{ClaimedTask, Store, WorkerInfo};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::backoff::{Backoff, persist};
-use crate::completer::Completer;
-use crate::compute::{self, Finished};
+use crate::completer::{self, Completer, Outbox, Reporter};
+use crate::compute;
 use crate::counters::{Counters, add};
 use crate::held::Held;
 use crate::pace::Pace;
@@ -81,10 +81,12 @@ pub(crate) async fn run(
     if let Some(interval) = config.prune_interval {
         tracker.spawn(heartbeat::prune(store.clone(), interval, shutdown.clone()));
     }
-    let (finished_tx, finished_rx) = mpsc::unbounded_channel();
+    let outbox = Arc::new(Outbox::new(pace.clone()));
+    let (reporter, woken) = Reporter::new(outbox.clone());
     let completer = Completer {
         store: store.clone(),
         worker,
+        outbox: outbox.clone(),
         held: held.clone(),
         pace: pace.clone(),
         counters: counters.clone(),
@@ -94,7 +96,7 @@ pub(crate) async fn run(
         concurrency,
         give_up: give_up.clone(),
     };
-    let mut completer = tokio::spawn(completer.run(finished_rx));
+    let mut completer = tokio::spawn(completer.run(woken));
 
     let mut claimer = Claimer {
         store: store.clone(),
@@ -107,7 +109,8 @@ pub(crate) async fn run(
         pace,
         pool,
         specs: Arc::default(),
-        finished: Some(finished_tx),
+        outbox,
+        finished: Some(reporter),
         local: VecDeque::new(),
         drained_since: None,
         claim_ms: 1.0,
@@ -182,8 +185,10 @@ struct Claimer {
     pool: rayon::ThreadPool,
     /// Kernel tables shared by tasks whose specs differ only in the seed.
     specs: Arc<compute::Specs>,
+    /// Finished tasks not yet recorded; a claim takes the computed ones along.
+    outbox: Arc<Outbox>,
     /// Dropped at shutdown so the completer ends once every job has reported.
-    finished: Option<mpsc::UnboundedSender<Finished>>,
+    finished: Option<Reporter>,
     /// Claimed tasks waiting for a free slot.
     local: VecDeque<(ClaimedTask, Arc<AtomicBool>)>,
     /// When a claim last found fewer tasks than it asked for.
@@ -212,6 +217,8 @@ impl Claimer {
             // leases that could expire in the backlog.
             let room = self.max_held().saturating_sub(self.held.len());
             if room == 0 {
+                // Waiting for completions: the completer must not wait for us.
+                self.outbox.expect_claim(None);
                 self.wait_for_progress(shutdown).await;
                 continue;
             }
@@ -229,9 +236,11 @@ impl Claimer {
                 self.claim_ms,
             );
             if want == 0 || enough {
+                self.outbox.expect_claim(self.next_claim(prefetch));
                 self.wait_for_slot(shutdown).await;
                 continue;
             }
+            self.outbox.expect_claim(None);
             // The last claim emptied the queue: start what we hold as slots
             // free up, and claim again only when work is announced or the
             // poll interval has passed. Claiming again at every free slot
@@ -246,7 +255,8 @@ impl Claimer {
             }
             self.drained_since = None;
             let started = Instant::now();
-            match self.store.claim(self.worker, want as u32).await {
+            let claimed = self.claim_with_completions(want).await;
+            match claimed {
                 Ok(tasks) => {
                     self.backoff.reset();
                     let took = started.elapsed().as_secs_f64() * 1e3;
@@ -283,6 +293,51 @@ impl Claimer {
                         () = tokio::time::sleep(delay) => {}
                     }
                 }
+            }
+        }
+    }
+
+    /// When the local queue is expected to run low enough to claim again:
+    /// once the work it holds falls under two claim round trips (see
+    /// [`enough_local`]); `None` while task times are unknown.
+    fn next_claim(&self, prefetch: usize) -> Option<Instant> {
+        let average = self.pace.average_ms()?;
+        let per_task = average / self.concurrency.max(1) as f64;
+        let local = self.local.len();
+        let to_half = local.saturating_sub(prefetch / 2) as f64 * per_task;
+        let to_reserve = local as f64 * per_task - (2.0 * self.claim_ms).max(1.0);
+        let eta_ms = to_half.max(to_reserve).max(0.0);
+        Some(Instant::now() + Duration::try_from_secs_f64(eta_ms / 1e3).ok()?)
+    }
+
+    /// Claims up to `want` tasks, recording in the same call the computed
+    /// tasks waiting in the outbox. If the call fails they go back to the
+    /// completer, which records them on its own.
+    async fn claim_with_completions(
+        &mut self,
+        want: usize,
+    ) -> Result<Vec<ClaimedTask>, mcq_queue::StoreError> {
+        let done = self.outbox.take_done(self.config.complete_batch.max(1));
+        if done.is_empty() {
+            return self.store.claim(self.worker, want as u32).await;
+        }
+        let leases: Vec<_> = done.iter().map(|d| (d.task_id, d.lease_token)).collect();
+        match self
+            .store
+            .complete_and_claim(self.worker, done.clone(), want as u32)
+            .await
+        {
+            Ok(reply) => {
+                completer::settle(&self.counters, &self.held, leases, &reply.refused);
+                reply.claimed
+            }
+            Err(err) => {
+                match &self.finished {
+                    Some(reporter) => reporter.put_back(done),
+                    // The completer flushes the outbox before it ends.
+                    None => self.outbox.put_back(done),
+                }
+                Err(err)
             }
         }
     }

@@ -15,8 +15,13 @@
 //! computation (docs/worker.md). Results then become visible up to
 //! `linger_max` later; with nothing else in flight a task is recorded at
 //! once.
+//!
+//! Finished tasks wait in the [`Outbox`]. A claimer about to claim takes
+//! the finished ones from it and sends them with its claim
+//! ([`Store::complete_and_claim`]), so that a worker whose local queue
+//! runs low records and claims in one call instead of two.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mcq_queue::{Store, TaskDone};
@@ -31,11 +36,162 @@ use crate::counters::{Counters, add};
 use crate::held::{Held, LeaseKey};
 use crate::pace::Pace;
 
-/// Everything the completer needs; runs until its channel closes.
+/// Finished computations not yet recorded: put here by the kernel jobs,
+/// taken by the completer, or by the claimer to send with a claim.
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    items: Mutex<Vec<Finished>>,
+    pace: Arc<Pace>,
+    /// When the claimer expects to claim next, if it does.
+    next_claim: Mutex<Option<Instant>>,
+}
+
+impl Outbox {
+    pub(crate) fn new(pace: Arc<Pace>) -> Self {
+        Outbox {
+            items: Mutex::new(Vec::new()),
+            pace,
+            next_claim: Mutex::new(None),
+        }
+    }
+
+    /// The claimer's expectation of its next claim (`None`: not soon, or
+    /// it waits for completions to be recorded).
+    pub(crate) fn expect_claim(&self, at: Option<Instant>) {
+        *self
+            .next_claim
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = at;
+    }
+
+    fn next_claim(&self) -> Option<Instant> {
+        *self
+            .next_claim
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds a finished task; a computed one's time goes into the pace
+    /// (under the lock, so concurrent kernel jobs cannot lose an update).
+    fn push(&self, finished: Finished) {
+        let mut items = self.lock();
+        if matches!(finished.outcome, Outcome::Done(_)) {
+            self.pace.record(finished.compute_ms);
+        }
+        items.push(finished);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Takes up to `max` finished tasks, oldest first.
+    fn take(&self, max: usize) -> Vec<Finished> {
+        let mut items = self.lock();
+        let n = items.len().min(max);
+        items.drain(..n).collect()
+    }
+
+    /// Takes up to `max` computed tasks as completions, leaving failed and
+    /// cancelled ones to the completer.
+    pub(crate) fn take_done(&self, max: usize) -> Vec<TaskDone> {
+        let mut items = self.lock();
+        let mut done = Vec::new();
+        let mut kept = Vec::with_capacity(items.len());
+        for finished in items.drain(..) {
+            if done.len() < max && matches!(finished.outcome, Outcome::Done(_)) {
+                let Outcome::Done(output) = finished.outcome else {
+                    unreachable!("matched above")
+                };
+                done.push(TaskDone {
+                    task_id: finished.task_id,
+                    lease_token: finished.lease_token,
+                    output: *output,
+                    compute_ms: finished.compute_ms,
+                });
+            } else {
+                kept.push(finished);
+            }
+        }
+        *items = kept;
+        done
+    }
+
+    /// Returns completions taken with [`Outbox::take_done`] that could not
+    /// be sent; the completer records them.
+    pub(crate) fn put_back(&self, done: Vec<TaskDone>) {
+        let mut items = self.lock();
+        let returned = done.into_iter().map(|d| Finished {
+            task_id: d.task_id,
+            lease_token: d.lease_token,
+            outcome: Outcome::Done(Box::new(d.output)),
+            compute_ms: d.compute_ms,
+        });
+        items.splice(0..0, returned);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Finished>> {
+        // Every operation leaves the vector whole: a panic cannot corrupt it.
+        self.items
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// How the kernel jobs (and a claimer returning completions) hand finished
+/// tasks over: into the outbox, then a wake-up for the completer. The
+/// completer ends once every reporter is dropped and the outbox is empty.
+#[derive(Debug, Clone)]
+pub(crate) struct Reporter {
+    outbox: Arc<Outbox>,
+    wake: mpsc::UnboundedSender<()>,
+}
+
+impl Reporter {
+    pub(crate) fn new(outbox: Arc<Outbox>) -> (Reporter, mpsc::UnboundedReceiver<()>) {
+        let (wake, woken) = mpsc::unbounded_channel();
+        (Reporter { outbox, wake }, woken)
+    }
+
+    pub(crate) fn report(&self, finished: Finished) {
+        self.outbox.push(finished);
+        // The completer outlives every reporter unless the worker is being
+        // torn down past its deadline; then there is no one left to tell.
+        let _ = self.wake.send(());
+    }
+
+    /// Hands completions the claimer could not send back to the completer.
+    pub(crate) fn put_back(&self, done: Vec<TaskDone>) {
+        self.outbox.put_back(done);
+        let _ = self.wake.send(());
+    }
+}
+
+/// After the store answered for `leases`: counts, warns of refusals (late
+/// completions) and forgets the leases, which are no longer ours to renew.
+pub(crate) fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, refused: &[i64]) {
+    tracing::debug!(tasks = leases.len(), refused = refused.len(), "completed");
+    add(
+        &counters.completed,
+        leases.len() - refused.len().min(leases.len()),
+    );
+    if !refused.is_empty() {
+        add(&counters.refused, refused.len());
+        tracing::warn!(
+            count = refused.len(),
+            tasks = ?refused,
+            "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
+        );
+    }
+    held.remove_all(leases);
+}
+
+/// Everything the completer needs; runs until every reporter is gone.
 #[derive(Debug)]
 pub(crate) struct Completer {
     pub(crate) store: Store,
     pub(crate) worker: Uuid,
+    pub(crate) outbox: Arc<Outbox>,
     pub(crate) held: Arc<Held>,
     pub(crate) pace: Arc<Pace>,
     pub(crate) counters: Arc<Counters>,
@@ -50,35 +206,48 @@ pub(crate) struct Completer {
 }
 
 impl Completer {
-    /// Drains `finished` until every sender is dropped.
-    pub(crate) async fn run(self, mut finished: mpsc::UnboundedReceiver<Finished>) {
+    /// Records what reaches the outbox until every reporter is dropped
+    /// (each report comes with a wake-up on `woken`) and the outbox is empty.
+    pub(crate) async fn run(self, mut woken: mpsc::UnboundedReceiver<()>) {
         let batch_size = self.batch.max(1);
-        let mut batch = Vec::with_capacity(batch_size);
-        while let Some(first) = finished.recv().await {
-            batch.push(first);
-            let deadline = Instant::now() + self.linger();
-            while batch.len() < batch_size {
-                // Take what is already there before waiting for more.
-                match finished.try_recv() {
-                    Ok(more) => batch.push(more),
+        loop {
+            if self.outbox.len() == 0 && woken.recv().await.is_none() && self.outbox.len() == 0 {
+                return;
+            }
+            let now = Instant::now();
+            let (lingered, latest) = (now + self.linger(), now + self.linger_max);
+            loop {
+                // Asked again on every wake-up: the claimer's plan changes
+                // as tasks finish and claims return.
+                let deadline = wait_for_claim(lingered, self.outbox.next_claim(), latest);
+                let waiting = self.outbox.len();
+                // Empty: a claimer took them along with its claim.
+                if waiting == 0 || waiting >= batch_size {
+                    break;
+                }
+                match woken.try_recv() {
+                    Ok(()) => {}
                     Err(mpsc::error::TryRecvError::Disconnected) => break,
                     Err(mpsc::error::TryRecvError::Empty) => {
                         // Nothing else computing or waiting for a slot: no
                         // more is coming soon, so record now. A lone job's
                         // result was seen 2 ms later when the completer
-                        // waited out its linger (`mcq bench compare --calls
-                        // 1`, docs/worker.md).
-                        if self.held.len() <= batch.len() {
+                        // waited out its linger (`mcq bench compare
+                        // --calls 1`, docs/worker.md).
+                        if self.held.len() <= waiting {
                             break;
                         }
-                        match tokio::time::timeout_at(deadline, finished.recv()).await {
-                            Ok(Some(more)) => batch.push(more),
+                        match tokio::time::timeout_at(deadline, woken.recv()).await {
+                            Ok(Some(())) => {}
                             Ok(None) | Err(_) => break,
                         }
                     }
                 }
             }
-            self.record(std::mem::take(&mut batch)).await;
+            let batch = self.outbox.take(batch_size);
+            if !batch.is_empty() {
+                self.record(batch).await;
+            }
         }
     }
 
@@ -97,7 +266,6 @@ impl Completer {
         for finished in batch {
             match finished.outcome {
                 Outcome::Done(output) => {
-                    self.pace.record(finished.compute_ms);
                     done.push(TaskDone {
                         task_id: finished.task_id,
                         lease_token: finished.lease_token,
@@ -127,21 +295,14 @@ impl Completer {
             self.store.complete(self.worker, done.clone())
         })
         .await;
-        if let Some(refused) = result {
-            tracing::debug!(tasks = ?ids, refused = refused.len(), "completed");
-            add(&self.counters.completed, ids.len() - refused.len());
-            if !refused.is_empty() {
-                add(&self.counters.refused, refused.len());
-                tracing::warn!(
-                    count = refused.len(),
-                    tasks = ?refused,
-                    "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
-                );
+        match result {
+            Some(refused) => settle(&self.counters, &self.held, leases, &refused),
+            // Abandoned at the deadline: no longer ours to renew either.
+            None => {
+                tracing::warn!(tasks = ?ids, "completions abandoned at the shutdown deadline");
+                self.held.remove_all(leases);
             }
         }
-        // Whether accepted, refused or abandoned at the deadline, these
-        // tasks are no longer ours to renew.
-        self.held.remove_all(leases);
     }
 
     async fn fail(&self, task_id: i64, token: Uuid, error: &str, panicked: bool) {
@@ -187,6 +348,21 @@ impl Completer {
     }
 }
 
+/// Until when to wait for more finished tasks: `deadline`, or a little
+/// after the claimer's next claim (`claim`) if that is later but no later
+/// than `latest`: the claim takes the finished tasks along, and the
+/// completer records them only if the claim does not come.
+fn wait_for_claim(deadline: Instant, claim: Option<Instant>, latest: Instant) -> Instant {
+    match claim {
+        Some(at) if at > deadline && at <= latest => at + CLAIM_SLACK,
+        _ => deadline,
+    }
+}
+
+/// How long after the expected moment of a claim the completer still
+/// leaves its finished tasks to it (about a claim's round trip).
+const CLAIM_SLACK: Duration = Duration::from_millis(3);
+
 /// Wait until `next_ms` (when the next task is expected to finish), but
 /// at least `floor`; when the next task is not expected within `max`,
 /// waiting for it buys nothing and only `floor` applies.
@@ -203,6 +379,33 @@ mod tests {
     use mcq_queue::{JobState, QueueConfig, Submission, TaskOutput, WorkerInfo};
 
     use super::*;
+
+    #[test]
+    fn leaves_finished_tasks_to_a_claim_that_comes_soon() {
+        let ms = Duration::from_millis;
+        let now = Instant::now();
+        let (deadline, latest) = (now + ms(9), now + ms(30));
+        assert_eq!(
+            wait_for_claim(deadline, None, latest),
+            deadline,
+            "no claim expected"
+        );
+        assert_eq!(
+            wait_for_claim(deadline, Some(now + ms(20)), latest),
+            now + ms(20) + CLAIM_SLACK,
+            "the claim in 20 ms carries them"
+        );
+        assert_eq!(
+            wait_for_claim(deadline, Some(now + ms(40)), latest),
+            deadline,
+            "a claim beyond the longest wait: record on our own"
+        );
+        assert_eq!(
+            wait_for_claim(deadline, Some(now + ms(5)), latest),
+            deadline,
+            "the claim comes first anyway"
+        );
+    }
 
     #[test]
     fn lingers_for_the_next_task_while_tasks_are_short() {
@@ -263,11 +466,14 @@ mod tests {
             .expect("a task");
         let held = Arc::new(Held::default());
         held.insert(task.task_id, task.lease_token);
+        let pace = Arc::new(Pace::new());
+        let outbox = Arc::new(Outbox::new(pace.clone()));
         let completer = Completer {
             store: store.clone(),
             worker,
+            outbox: outbox.clone(),
             held: held.clone(),
-            pace: Arc::new(Pace::new()),
+            pace,
             counters: Arc::new(Counters::default()),
             batch: 100,
             linger: Duration::from_secs(3600),
@@ -275,21 +481,19 @@ mod tests {
             concurrency: 1,
             give_up: CancellationToken::new(),
         };
-        let (finished, receiver) = mpsc::unbounded_channel();
-        let running = tokio::spawn(completer.run(receiver));
+        let (finished, woken) = Reporter::new(outbox);
+        let running = tokio::spawn(completer.run(woken));
         let result = spec
             .validate()
             .expect("valid")
             .price(&AtomicBool::new(false))
             .expect("not cancelled");
-        finished
-            .send(Finished {
-                task_id: task.task_id,
-                lease_token: task.lease_token,
-                outcome: Outcome::Done(Box::new(TaskOutput::Result(result))),
-                compute_ms: 0.1,
-            })
-            .expect("completer listening");
+        finished.report(Finished {
+            task_id: task.task_id,
+            lease_token: task.lease_token,
+            outcome: Outcome::Done(Box::new(TaskOutput::Result(result))),
+            compute_ms: 0.1,
+        });
 
         let recorded = tokio::time::timeout(Duration::from_secs(60), async {
             while held.len() > 0 {

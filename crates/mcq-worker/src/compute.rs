@@ -2,8 +2,9 @@
 //!
 //! Each task runs as one rayon job holding a semaphore permit, so at most
 //! `concurrency` tasks compute at once and the tokio runtime never blocks.
-//! The outcome goes to the completer through a channel; the permit is
-//! returned when the job ends, however it ends.
+//! The outcome goes to the completer's outbox; the permit is returned
+//! when the job ends, however it ends, and only after the outcome is in the
+//! outbox, so a claimer woken by the free slot finds it there.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -13,8 +14,10 @@ use std::time::Instant;
 
 use mcq_kernel::{Spec, SpecError, ValidSpec};
 use mcq_queue::{ClaimedTask, TaskOutput};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::OwnedSemaphorePermit;
 use uuid::Uuid;
+
+use crate::completer::Reporter;
 
 /// How one task's computation ended.
 #[derive(Debug)]
@@ -83,7 +86,7 @@ impl Specs {
     }
 }
 
-/// Runs `task` on `pool`; the outcome is sent to `out` and `permit` is
+/// Runs `task` on `pool`; the outcome is reported to `out` and `permit` is
 /// dropped afterwards.
 pub(crate) fn spawn(
     pool: &rayon::ThreadPool,
@@ -91,7 +94,7 @@ pub(crate) fn spawn(
     task: ClaimedTask,
     cancel: Arc<AtomicBool>,
     permit: OwnedSemaphorePermit,
-    out: mpsc::UnboundedSender<Finished>,
+    out: Reporter,
 ) {
     pool.spawn(move || {
         let start = Instant::now();
@@ -104,9 +107,7 @@ pub(crate) fn spawn(
             },
         };
         let compute_ms = start.elapsed().as_secs_f64() * 1e3;
-        // The completer outlives every rayon job unless the worker is being
-        // torn down past its deadline; then there is no one left to tell.
-        let _ = out.send(Finished {
+        out.report(Finished {
             task_id: task.task_id,
             lease_token: task.lease_token,
             outcome,

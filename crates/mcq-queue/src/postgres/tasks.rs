@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use sqlx::Row as _;
+use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
 use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
@@ -12,7 +13,7 @@ use crate::plan;
 use crate::store::StoreError;
 use mcq_kernel::PriceResult;
 
-use crate::types::{ClaimedTask, Heartbeat, Reaped, TaskDone, TaskOutput};
+use crate::types::{ClaimedTask, CompletedAndClaimed, Heartbeat, Reaped, TaskDone, TaskOutput};
 
 // Row estimates of CTEs are guesses (usually one row), so these statements
 // avoid joining one CTE against another: a nested loop over two CTEs of a
@@ -38,6 +39,14 @@ use crate::types::{ClaimedTask, Heartbeat, Reaped, TaskDone, TaskOutput};
 /// tasks until vacuum).
 const CLAIM: &str = "SELECT id, job_id, lease_token, attempt, chunk_start, chunk_end, spec \
                      FROM mcq_claim($1, $2, $3)";
+
+/// Completion of whole-job tasks and a claim, one transaction:
+/// `mcq_complete_and_claim` (migrations/postgres/0007_complete_and_claim.sql).
+/// Accepted completions come back as rows with `accepted` set, followed by
+/// the claim's rows.
+const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
+                                  chunk_start, chunk_end, spec \
+                                  FROM mcq_complete_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// Reap: expired leases, once, skipping rows another reaper holds. Tasks
 /// with attempts left go back to the queue (keeping their place: `run_at`
@@ -198,32 +207,45 @@ impl PgQueue {
             .bind(self.lease_secs())
             .fetch_all(&self.pool)
             .await?;
-        let mut specs = HashMap::new();
+        claimed_tasks(&rows)
+    }
+
+    /// Fenced completion of tasks that each bring their job's whole result,
+    /// and a claim, in one transaction and one round trip
+    /// (`mcq_complete_and_claim`, migrations/postgres/0007).
+    pub(crate) async fn complete_and_claim(
+        &self,
+        worker: Uuid,
+        done: Vec<TaskDone>,
+        max: u32,
+    ) -> Result<CompletedAndClaimed, StoreError> {
+        let whole = WholeResults::of(done.iter().collect())?;
+        let rows = sqlx::query(COMPLETE_AND_CLAIM)
+            .bind(worker)
+            .bind(&whole.ids)
+            .bind(whole.tokens)
+            .bind(whole.ms)
+            .bind(whole.results)
+            .bind(whole.prices)
+            .bind(FINISHED_CHANNEL)
+            .bind(i64::from(max))
+            .bind(self.lease_secs())
+            .fetch_all(&self.pool)
+            .await?;
+        let mut accepted = HashSet::new();
         for row in &rows {
-            if let Some(spec) = row.try_get::<Option<&str>, _>("spec")? {
-                specs.insert(row.try_get::<Uuid, _>("job_id")?, plan::parse_spec(spec)?);
+            if let Some(id) = row.try_get::<Option<i64>, _>("accepted")? {
+                accepted.insert(id);
             }
         }
-        let mut claimed = Vec::with_capacity(rows.len() - specs.len());
-        for row in &rows {
-            let Some(task_id) = row.try_get::<Option<i64>, _>("id")? else {
-                continue;
-            };
-            let job_id: Uuid = row.try_get("job_id")?;
-            let spec = specs
-                .get(&job_id)
-                .ok_or_else(|| StoreError::Corrupt(format!("claimed task {task_id} has no job")))?;
-            claimed.push(ClaimedTask {
-                task_id,
-                job_id,
-                lease_token: row.try_get("lease_token")?,
-                attempt: u32::try_from(row.try_get::<i32, _>("attempt")?).unwrap_or(0),
-                spec: spec.clone(),
-                chunks: plan::chunk_range(row.try_get("chunk_start")?, row.try_get("chunk_end")?),
-            });
-        }
-        claimed.sort_unstable_by_key(|t| t.task_id);
-        Ok(claimed)
+        Ok(CompletedAndClaimed {
+            refused: whole
+                .ids
+                .into_iter()
+                .filter(|id| !accepted.contains(id))
+                .collect(),
+            claimed: Ok(claimed_tasks(&rows)?),
+        })
     }
 
     /// Renews the worker's heartbeat and the presented leases in one
@@ -408,28 +430,16 @@ impl PgQueue {
     async fn complete_whole(
         &self,
         worker: Uuid,
-        mut whole: Vec<&TaskDone>,
+        whole: Vec<&TaskDone>,
     ) -> Result<HashSet<i64>, StoreError> {
-        whole.sort_unstable_by_key(|d| d.task_id);
-        let mut results = Vec::with_capacity(whole.len());
-        let mut prices = Vec::with_capacity(whole.len());
-        for done in &whole {
-            let TaskOutput::Result(result) = &done.output else {
-                return Err(StoreError::Corrupt(format!(
-                    "task {} brought a partial to a whole-job completion",
-                    done.task_id
-                )));
-            };
-            results.push(plan::result_json(result)?);
-            prices.push(result.price);
-        }
+        let whole = WholeResults::of(whole)?;
         let accepted = sqlx::query_scalar("SELECT mcq_complete($1, $2, $3, $4, $5, $6, $7)")
             .bind(worker)
-            .bind(whole.iter().map(|d| d.task_id).collect::<Vec<_>>())
-            .bind(whole.iter().map(|d| d.lease_token).collect::<Vec<_>>())
-            .bind(whole.iter().map(|d| d.compute_ms).collect::<Vec<_>>())
-            .bind(results)
-            .bind(prices)
+            .bind(whole.ids)
+            .bind(whole.tokens)
+            .bind(whole.ms)
+            .bind(whole.results)
+            .bind(whole.prices)
             .bind(FINISHED_CHANNEL)
             .fetch_all(&self.pool)
             .await?;
@@ -569,6 +579,75 @@ impl PgQueue {
         tx.commit().await?;
         Ok(rows.len())
     }
+}
+
+/// Finished tasks that each bring their job's whole result, as the
+/// aligned arrays `mcq_complete` takes, in ascending task id order.
+struct WholeResults {
+    ids: Vec<i64>,
+    tokens: Vec<Uuid>,
+    ms: Vec<f64>,
+    results: Vec<String>,
+    prices: Vec<f64>,
+}
+
+impl WholeResults {
+    fn of(mut whole: Vec<&TaskDone>) -> Result<WholeResults, StoreError> {
+        whole.sort_unstable_by_key(|d| d.task_id);
+        let n = whole.len();
+        let mut columns = WholeResults {
+            ids: Vec::with_capacity(n),
+            tokens: Vec::with_capacity(n),
+            ms: Vec::with_capacity(n),
+            results: Vec::with_capacity(n),
+            prices: Vec::with_capacity(n),
+        };
+        for done in whole {
+            let TaskOutput::Result(result) = &done.output else {
+                return Err(StoreError::Corrupt(format!(
+                    "task {} brought a partial to a whole-job completion",
+                    done.task_id
+                )));
+            };
+            columns.ids.push(done.task_id);
+            columns.tokens.push(done.lease_token);
+            columns.ms.push(done.compute_ms);
+            columns.results.push(plan::result_json(result)?);
+            columns.prices.push(result.price);
+        }
+        Ok(columns)
+    }
+}
+
+/// The claimed tasks among a claim's rows (`mcq_claim`'s shape: task rows,
+/// then one spec row per job; rows of neither kind are skipped).
+fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreError> {
+    let mut specs = HashMap::new();
+    for row in rows {
+        if let Some(spec) = row.try_get::<Option<&str>, _>("spec")? {
+            specs.insert(row.try_get::<Uuid, _>("job_id")?, plan::parse_spec(spec)?);
+        }
+    }
+    let mut claimed = Vec::with_capacity(rows.len() - specs.len());
+    for row in rows {
+        let Some(task_id) = row.try_get::<Option<i64>, _>("id")? else {
+            continue;
+        };
+        let job_id: Uuid = row.try_get("job_id")?;
+        let spec = specs
+            .get(&job_id)
+            .ok_or_else(|| StoreError::Corrupt(format!("claimed task {task_id} has no job")))?;
+        claimed.push(ClaimedTask {
+            task_id,
+            job_id,
+            lease_token: row.try_get("lease_token")?,
+            attempt: u32::try_from(row.try_get::<i32, _>("attempt")?).unwrap_or(0),
+            spec: spec.clone(),
+            chunks: plan::chunk_range(row.try_get("chunk_start")?, row.try_get("chunk_end")?),
+        });
+    }
+    claimed.sort_unstable_by_key(|t| t.task_id);
+    Ok(claimed)
 }
 
 /// Sends the finished-work notifications within `tx` (delivered when it

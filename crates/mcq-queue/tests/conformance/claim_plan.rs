@@ -270,3 +270,64 @@ fn node_types(node: &Value) -> Vec<(String, String)> {
     }
     out
 }
+
+/// A completion sent with a claim (`mcq_complete_and_claim`) commits like
+/// any completion: `mcq_claim` turns the synchronous commit off for its
+/// transaction, and the combined call must turn it back to whatever the
+/// session had, here PostgreSQL's default and then `local`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_sent_with_a_claim_waits_for_the_disk() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.default_store().await;
+    let me = worker(&store).await;
+    submit(&store, batch(3)).await;
+    let mut conn = sqlx::PgConnection::connect(&db.url())
+        .await
+        .expect("connect");
+    let mut claimed: Vec<(i64, Uuid)> = Vec::new();
+    for (mode, expected_claims) in [("on", 1_usize), ("local", 1)] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SET synchronous_commit = {mode}"
+        )))
+        .execute(&mut conn)
+        .await
+        .expect("set the session's commit mode");
+        let mut tx = conn.begin().await.expect("begin");
+        let (ids, tokens): (Vec<i64>, Vec<Uuid>) = claimed.drain(..).unzip();
+        let n = ids.len();
+        let rows = sqlx::query(
+            "SELECT accepted, id, lease_token FROM mcq_complete_and_claim(\
+             $1, $2, $3, $4, $5, $6, 'mcq_test', 1, 30)",
+        )
+        .bind(me)
+        .bind(&ids)
+        .bind(tokens)
+        .bind(vec![0.5_f64; n])
+        .bind(vec![r#"{"price": 1.0}"#.to_owned(); n])
+        .bind(vec![1.0_f64; n])
+        .fetch_all(&mut *tx)
+        .await
+        .expect("complete and claim");
+        let accepted: Vec<i64> = rows
+            .iter()
+            .filter_map(|r| r.get::<Option<i64>, _>("accepted"))
+            .collect();
+        assert_eq!(accepted, ids, "every presented lease is live");
+        claimed = rows
+            .iter()
+            .filter_map(|r| Some((r.get::<Option<i64>, _>("id")?, r.get("lease_token"))))
+            .collect();
+        assert_eq!(claimed.len(), expected_claims, "claimed one task");
+        let now: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+            .fetch_one(&mut *tx)
+            .await
+            .expect("read synchronous_commit");
+        assert_eq!(
+            now, mode,
+            "the session's commit mode is back for the commit"
+        );
+        tx.commit().await.expect("commit");
+    }
+}

@@ -178,3 +178,15 @@ pub(crate) async fn orphans(db: &Db) -> i64 {
         }
     }
 }
+
+/// Tasks and jobs the worker list credits `worker` with.
+pub(crate) async fn done_by(store: &Store, worker: Uuid) -> (u64, u64) {
+    let listed = store
+        .workers()
+        .await
+        .expect("workers")
+        .into_iter()
+        .find(|w| w.id == worker)
+        .expect("registered");
+    (listed.tasks_done, listed.jobs_done)
+}

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use mcq_queue::{JobState, QueueConfig, Reaped};
+use mcq_queue::{ClaimedTask, JobState, QueueConfig, Reaped, TaskDone, TaskOutput};
 
-use crate::harness::{Db, batch, compute, quick, single, submit, worker};
+use crate::harness::{Db, batch, compute, done_by, quick, single, submit, worker};
 
 pub(crate) async fn expired_lease_is_requeued_and_claimed_again(db: &Db) {
     let store = db.store(quick(300)).await;
@@ -344,12 +344,114 @@ pub(crate) async fn mixed_completion_records_only_live_leases(db: &Db) {
         let job = store.job(id).await.expect("read").expect("job");
         assert_eq!(job.state, JobState::Succeeded);
     }
-    let me_listed = store
-        .workers()
+    assert_eq!(done_by(&store, me).await, (4, 4));
+}
+
+/// A completion sent along with a claim is fenced and recorded exactly as
+/// on its own, and the claim takes only queued tasks.
+pub(crate) async fn completion_sent_with_a_claim_is_fenced_and_recorded(db: &Db) {
+    let store = db.default_store().await;
+    let ids = submit(&store, batch(5)).await.job_ids;
+    let me = worker(&store).await;
+    let first = store.claim(me, 2).await.expect("claim");
+    assert_eq!(first.len(), 2);
+    let mut done: Vec<_> = first.iter().map(whole).collect();
+    let expected_price = match &done[1].output {
+        TaskOutput::Result(result) => result.price,
+        TaskOutput::Partial(_) => unreachable!("`whole` returns results"),
+    };
+    // The first presents a token that was never its own.
+    done[0].lease_token = uuid::Uuid::new_v4();
+
+    let reply = store
+        .complete_and_claim(me, done, 2)
         .await
-        .expect("workers")
-        .into_iter()
-        .find(|w| w.id == me)
-        .expect("registered");
-    assert_eq!((me_listed.tasks_done, me_listed.jobs_done), (4, 4));
+        .expect("complete and claim");
+    assert_eq!(
+        reply.refused,
+        vec![first[0].task_id],
+        "fenced as on its own"
+    );
+    let second = reply.claimed.expect("the claim ran");
+    assert_eq!(second.len(), 2, "two of the three queued tasks");
+    for task in &second {
+        assert!(
+            first.iter().all(|f| f.task_id != task.task_id),
+            "a running task was claimed again"
+        );
+        assert_eq!(task.attempt, 1);
+    }
+    let recorded = store
+        .job(first[1].job_id)
+        .await
+        .expect("read")
+        .expect("job");
+    assert_eq!(recorded.state, JobState::Succeeded);
+    let price = recorded
+        .result
+        .expect("a recorded job carries its result")
+        .price;
+    assert_eq!(
+        price.to_bits(),
+        expected_price.to_bits(),
+        "the computed price, bit for bit"
+    );
+    let refused = store
+        .job(first[0].job_id)
+        .await
+        .expect("read")
+        .expect("job");
+    assert_eq!(
+        refused.state,
+        JobState::Running,
+        "a refused task changes nothing"
+    );
+    for task in &second {
+        let job = store.job(task.job_id).await.expect("read").expect("job");
+        assert_eq!(job.state, JobState::Running, "claimed jobs start");
+    }
+
+    // The rest, with the last claim of the queue: one task left to take.
+    let rest: Vec<_> = [&first[0]].into_iter().chain(&second).map(whole).collect();
+    let reply = store
+        .complete_and_claim(me, rest, 5)
+        .await
+        .expect("complete and claim");
+    assert!(reply.refused.is_empty());
+    let last = reply.claimed.expect("the claim ran");
+    assert_eq!(last.len(), 1);
+    let reply = store
+        .complete_and_claim(me, vec![whole(&last[0])], 5)
+        .await
+        .expect("complete and claim");
+    assert!(reply.refused.is_empty());
+    assert!(
+        reply.claimed.expect("the claim ran").is_empty(),
+        "queue drained"
+    );
+    for id in ids {
+        let job = store.job(id).await.expect("read").expect("job");
+        assert_eq!(job.state, JobState::Succeeded);
+    }
+    assert_eq!(done_by(&store, me).await, (5, 5));
+}
+
+/// What a worker sends for a task that covers its whole job: the job's
+/// result, not a partial (the completion a claim can carry in one call).
+fn whole(task: &ClaimedTask) -> TaskDone {
+    let mut done = compute(task);
+    if let TaskOutput::Partial(partial) = &done.output {
+        let valid = task.spec.validate().expect("claimed spec is valid");
+        let range = task
+            .chunks
+            .clone()
+            .expect("a partial comes from a chunk range");
+        assert_eq!(
+            (range.start, Some(range.end)),
+            (0, valid.chunk_count()),
+            "a small job is one task"
+        );
+        done.output = TaskOutput::Result(valid.finish(partial, done.compute_ms));
+    }
+    done
 }

@@ -54,6 +54,7 @@ conformance! {
     leases::heartbeat_renews_only_presented_leases,
     leases::lease_expiring_on_last_attempt_fails_the_job,
     leases::mixed_completion_records_only_live_leases,
+    leases::completion_sent_with_a_claim_is_fenced_and_recorded,
     lifecycle::failure_retries_after_backoff,
     lifecycle::last_attempt_fails_job_and_cancels_siblings,
     lifecycle::cancel_queued_job_leaves_queue,
