@@ -249,6 +249,13 @@ impl Store {
         self.count_refused(refused.len());
         Ok(refused)
     }
+    /// Whether [`Store::complete_and_claim`] saves a call: true on
+    /// PostgreSQL (one round trip instead of two), false on SQLite (in
+    /// this process, where a call costs no round trip and the two run one
+    /// after the other anyway).
+    pub fn claims_carry_completions(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
     /// Records finished tasks as [`Store::complete`] does, then claims up
     /// to `max` tasks as [`Store::claim`] does: on PostgreSQL, when every
     /// finished task brings its job's whole result, both in one

@@ -236,7 +236,9 @@ impl Claimer {
                 self.claim_ms,
             );
             if want == 0 || enough {
-                self.outbox.expect_claim(self.next_claim(prefetch));
+                if self.store.claims_carry_completions() {
+                    self.outbox.expect_claim(self.next_claim(prefetch));
+                }
                 self.wait_for_slot(shutdown).await;
                 continue;
             }
@@ -311,13 +313,18 @@ impl Claimer {
     }
 
     /// Claims up to `want` tasks, recording in the same call the computed
-    /// tasks waiting in the outbox. If the call fails they go back to the
-    /// completer, which records them on its own.
+    /// tasks waiting in the outbox where that saves a call (PostgreSQL).
+    /// If the call fails they go back to the completer, which records them
+    /// on its own.
     async fn claim_with_completions(
         &mut self,
         want: usize,
     ) -> Result<Vec<ClaimedTask>, mcq_queue::StoreError> {
-        let done = self.outbox.take_done(self.config.complete_batch.max(1));
+        let done = if self.store.claims_carry_completions() {
+            self.outbox.take_done(self.config.complete_batch.max(1))
+        } else {
+            Vec::new()
+        };
         if done.is_empty() {
             return self.store.claim(self.worker, want as u32).await;
         }
