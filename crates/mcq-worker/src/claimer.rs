@@ -117,6 +117,8 @@ pub(crate) async fn run(
         backoff: Backoff::new(),
     };
     claimer.work(&shutdown).await;
+    // No claim is coming: the completer records what finishes from now on.
+    claimer.outbox.expect_claim(None);
 
     // Shutdown, in order: no new claims; hand back what never started; let
     // running tasks finish until the timeout, then cancel them; flush

@@ -381,6 +381,61 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_claim_takes_computed_tasks_and_can_hand_them_back() {
+        let outbox = Outbox::new(Arc::new(Pace::new()));
+        let finished = |task_id: i64, outcome: Outcome| Finished {
+            task_id,
+            lease_token: Uuid::nil(),
+            outcome,
+            compute_ms: 2.0,
+        };
+        let result = || {
+            Spec {
+                runs: Some(100),
+                seed: Some(1),
+                ..Spec::default()
+            }
+            .validate()
+            .expect("valid")
+            .price(&AtomicBool::new(false))
+            .expect("not cancelled")
+        };
+        outbox.push(finished(
+            1,
+            Outcome::Done(Box::new(TaskOutput::Result(result()))),
+        ));
+        outbox.push(finished(2, Outcome::Cancelled));
+        outbox.push(finished(
+            3,
+            Outcome::Done(Box::new(TaskOutput::Result(result()))),
+        ));
+        outbox.push(finished(
+            4,
+            Outcome::Done(Box::new(TaskOutput::Result(result()))),
+        ));
+        assert_eq!(
+            outbox.pace.average_ms(),
+            Some(2.0),
+            "computed tasks set the pace"
+        );
+
+        let taken = outbox.take_done(2);
+        let ids = |done: &[TaskDone]| done.iter().map(|d| d.task_id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&taken),
+            vec![1, 3],
+            "computed ones, oldest first, at most 2"
+        );
+        assert_eq!(outbox.len(), 2, "the cancelled task and task 4 stay");
+
+        // The call failed: the completer gets them back, first in line.
+        outbox.put_back(taken);
+        let all: Vec<i64> = outbox.take(10).iter().map(|f| f.task_id).collect();
+        assert_eq!(all, vec![1, 3, 2, 4]);
+        assert_eq!(outbox.len(), 0);
+    }
+
+    #[test]
     fn leaves_finished_tasks_to_a_claim_that_comes_soon() {
         let ms = Duration::from_millis;
         let now = Instant::now();
