@@ -99,18 +99,17 @@ impl Outbox {
         let mut done = Vec::new();
         let mut kept = Vec::with_capacity(items.len());
         for finished in items.drain(..) {
-            if done.len() < max && matches!(finished.outcome, Outcome::Done(_)) {
-                let Outcome::Done(output) = finished.outcome else {
-                    unreachable!("matched above")
-                };
-                done.push(TaskDone {
+            match finished.outcome {
+                Outcome::Done(output) if done.len() < max => done.push(TaskDone {
                     task_id: finished.task_id,
                     lease_token: finished.lease_token,
                     output: *output,
                     compute_ms: finished.compute_ms,
-                });
-            } else {
-                kept.push(finished);
+                }),
+                outcome => kept.push(Finished {
+                    outcome,
+                    ..finished
+                }),
             }
         }
         *items = kept;

@@ -166,18 +166,7 @@ async fn only_the_claim_commits_asynchronously() {
     let Some(db) = Db::postgres().await else {
         return;
     };
-    let store = db.default_store().await;
-    let me = worker(&store).await;
-    submit(&store, batch(2)).await;
-    let mut conn = sqlx::PgConnection::connect(&db.url())
-        .await
-        .expect("connect");
-    let commit_mode = async |conn: &mut sqlx::PgConnection| -> String {
-        sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-            .fetch_one(conn)
-            .await
-            .expect("read synchronous_commit")
-    };
+    let (_store, me, mut conn) = queue_and_session(&db, 2).await;
     // The test cluster runs with `synchronous_commit = off` for speed;
     // this session runs with PostgreSQL's default.
     sqlx::query("SET synchronous_commit = on")
@@ -219,6 +208,26 @@ async fn only_the_claim_commits_asynchronously() {
         "a completion waits for the disk"
     );
     tx.commit().await.expect("commit the completion");
+}
+
+/// A store with `jobs` queued, a registered worker, and a session of the
+/// test's own for the statements it runs directly.
+async fn queue_and_session(db: &Db, jobs: u64) -> (Store, Uuid, sqlx::PgConnection) {
+    let store = db.default_store().await;
+    let me = worker(&store).await;
+    submit(&store, batch(jobs)).await;
+    let conn = sqlx::PgConnection::connect(&db.url())
+        .await
+        .expect("connect");
+    (store, me, conn)
+}
+
+/// The `synchronous_commit` in force on `conn` (in its transaction, if any).
+async fn commit_mode(conn: &mut sqlx::PgConnection) -> String {
+    sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+        .fetch_one(conn)
+        .await
+        .expect("read synchronous_commit")
 }
 
 /// A migrated store whose `tables` the planner believes nearly empty: with
@@ -280,12 +289,7 @@ async fn a_completion_sent_with_a_claim_waits_for_the_disk() {
     let Some(db) = Db::postgres().await else {
         return;
     };
-    let store = db.default_store().await;
-    let me = worker(&store).await;
-    submit(&store, batch(3)).await;
-    let mut conn = sqlx::PgConnection::connect(&db.url())
-        .await
-        .expect("connect");
+    let (_store, me, mut conn) = queue_and_session(&db, 3).await;
     let mut claimed: Vec<(i64, Uuid)> = Vec::new();
     for (mode, expected_claims) in [("on", 1_usize), ("local", 1)] {
         sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -320,12 +324,9 @@ async fn a_completion_sent_with_a_claim_waits_for_the_disk() {
             .filter_map(|r| Some((r.get::<Option<i64>, _>("id")?, r.get("lease_token"))))
             .collect();
         assert_eq!(claimed.len(), expected_claims, "claimed one task");
-        let now: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-            .fetch_one(&mut *tx)
-            .await
-            .expect("read synchronous_commit");
         assert_eq!(
-            now, mode,
+            commit_mode(&mut tx).await,
+            mode,
             "the session's commit mode is back for the commit"
         );
         tx.commit().await.expect("commit");
