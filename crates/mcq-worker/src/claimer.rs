@@ -309,7 +309,7 @@ impl Claimer {
         let per_task = average / self.concurrency.max(1) as f64;
         let local = self.local.len();
         let to_half = local.saturating_sub(prefetch / 2) as f64 * per_task;
-        let to_reserve = local as f64 * per_task - (2.0 * self.claim_ms).max(1.0);
+        let to_reserve = local as f64 * per_task - claim_reserve_ms(self.claim_ms);
         let eta_ms = to_half.max(to_reserve).max(0.0);
         Some(Instant::now() + Duration::try_from_secs_f64(eta_ms / 1e3).ok()?)
     }
@@ -480,8 +480,14 @@ fn enough_local(
     }
     average_ms.is_some_and(|average| {
         let work_ms = local as f64 * average / concurrency.max(1) as f64;
-        work_ms >= (2.0 * claim_ms).max(1.0)
+        work_ms >= claim_reserve_ms(claim_ms)
     })
+}
+
+/// Work the local queue must hold to wait before topping up: two claim
+/// round trips (`claim_ms`, a moving average), at least 1 ms.
+fn claim_reserve_ms(claim_ms: f64) -> f64 {
+    (2.0 * claim_ms).max(1.0)
 }
 
 /// How long to hold off claiming after a claim found the queue drained
