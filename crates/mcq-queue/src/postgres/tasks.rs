@@ -29,6 +29,11 @@ use crate::types::{ClaimedTask, CompletedAndClaimed, Heartbeat, Reaped, TaskDone
 // loop whenever its statistics said few tasks were running (just after an
 // ANALYZE of an idle queue, say), rescanning the pairs once per running
 // task: 5,529 × 2,000 rows, 7 s for one completion (auto_explain, 2026-11-30).
+//
+// The `lease_token = ANY` filter compares each row with every presented
+// token, which is harmless for the tens of tasks a completion carries but
+// quadratic in a heartbeat that presents a whole prefetch: the heartbeat
+// reads the presented rows by id and pairs tokens in Rust instead.
 
 /// Claim: `mcq_claim` (migrations/postgres/0003_claim_plan.sql) takes due
 /// queued tasks in order under new leases and starts their jobs. It lives
@@ -156,43 +161,46 @@ UPDATE jobs j SET state = 'succeeded', finished_at = now(), price = i.price
 FROM input i
 WHERE j.id = i.id AND j.state IN ('queued', 'running')";
 
-/// Heartbeat. Of the presented leases still held, renews those past half
-/// their length (a task that finishes sooner is never renewed, so a busy
-/// worker's heartbeat rewrites almost nothing); tells, once, the presented
-/// tasks of cancelled jobs and drops their token. Rows another transaction
-/// holds (a completion in flight) are skipped, never waited for, so a
-/// heartbeat cannot deadlock with its own worker's completions. What is
-/// held is judged on the statement's snapshot: a presented task whose row
-/// no longer carries the presented token is lost.
-const HEARTBEAT: &str = "
-WITH input AS (
-    SELECT * FROM unnest($2::int8[], $3::uuid[]) AS i(id, token)
-), beat AS (
+/// Heartbeat, step 1: marks the worker alive and reads what the presented
+/// tasks are now, by primary key. Whether each row still carries the token
+/// presented with its id is decided in Rust, against a map of the pairs:
+/// a filter `lease_token = ANY($tokens)` compares every row with every
+/// presented token, and a worker that holds a prefetch of 2,000 tiny tasks
+/// made each heartbeat 4 million comparisons (64 ms per heartbeat, 15% of
+/// the database's time in a burn-down; docs/queue-perf.md, session 8).
+/// `due` marks running leases past half their length.
+const HEARTBEAT_READ: &str = "
+WITH beat AS (
     UPDATE workers SET last_heartbeat_at = now() WHERE id = $1
-), ours AS (
-    SELECT t.id, t.state FROM tasks t
-    WHERE t.id = ANY($2::int8[]) AND t.lease_token = ANY($3::uuid[])
-), renewed AS (
-    UPDATE tasks SET lease_expires_at = now() + make_interval(secs => $4)
-    WHERE id IN (
-        SELECT t.id FROM tasks t
-        WHERE t.id = ANY($2::int8[]) AND t.lease_token = ANY($3::uuid[]) AND t.state = 'running'
-          AND t.lease_expires_at < now() + make_interval(secs => $4 / 2)
-        ORDER BY t.id
-        FOR UPDATE SKIP LOCKED)
-), told AS (
-    UPDATE tasks SET lease_token = NULL, lease_expires_at = NULL
-    WHERE id IN (
-        SELECT t.id FROM tasks t
-        WHERE t.id = ANY($2::int8[]) AND t.lease_token = ANY($3::uuid[]) AND t.state <> 'running'
-        ORDER BY t.id
-        FOR UPDATE SKIP LOCKED)
-    RETURNING id
 )
-SELECT i.id, EXISTS (SELECT 1 FROM told WHERE told.id = i.id) AS cancelled
-FROM input i
-WHERE i.id IN (SELECT id FROM told) OR i.id NOT IN (SELECT id FROM ours)
-ORDER BY i.id";
+SELECT t.id, t.lease_token, t.state = 'running' AS running,
+       t.lease_expires_at < now() + make_interval(secs => $3 / 2) AS due
+FROM tasks t
+WHERE t.id = ANY($2::int8[])";
+
+/// Heartbeat, step 2 (only when step 1 found something to do): renews the
+/// due leases and tells, once, the held tasks of ended jobs by dropping
+/// their token. Both stay fenced (token and state are checked again on the
+/// row), and rows another transaction holds (a completion in flight) are
+/// skipped, never waited for, so a heartbeat cannot deadlock with its own
+/// worker's completions. These sets are small: a lease is renewed at most
+/// once per half lease, a cancelled task told once.
+const HEARTBEAT_WRITE: &str = "
+WITH renewed AS (
+    UPDATE tasks SET lease_expires_at = now() + make_interval(secs => $5)
+    WHERE id IN (
+        SELECT t.id FROM tasks t
+        WHERE t.id = ANY($1::int8[]) AND t.lease_token = ANY($2::uuid[]) AND t.state = 'running'
+        ORDER BY t.id
+        FOR UPDATE SKIP LOCKED)
+)
+UPDATE tasks SET lease_token = NULL, lease_expires_at = NULL
+WHERE id IN (
+    SELECT t.id FROM tasks t
+    WHERE t.id = ANY($3::int8[]) AND t.lease_token = ANY($4::uuid[]) AND t.state <> 'running'
+    ORDER BY t.id
+    FOR UPDATE SKIP LOCKED)
+RETURNING id";
 
 impl PgQueue {
     /// Claims up to `max` tasks in one statement.
@@ -257,23 +265,48 @@ impl PgQueue {
         held: &[(i64, Uuid)],
     ) -> Result<Heartbeat, StoreError> {
         let ids: Vec<i64> = held.iter().map(|h| h.0).collect();
-        let tokens: Vec<Uuid> = held.iter().map(|h| h.1).collect();
-        let rows = sqlx::query(HEARTBEAT)
+        let rows = sqlx::query(HEARTBEAT_READ)
             .bind(worker)
             .bind(&ids)
-            .bind(tokens)
             .bind(self.lease_secs())
             .fetch_all(&self.pool)
             .await?;
-        let mut reply = Heartbeat::default();
-        for row in rows {
+        let mut now = HashMap::with_capacity(rows.len());
+        for row in &rows {
             let id: i64 = row.try_get("id")?;
-            if row.try_get("cancelled")? {
-                reply.cancelled.push(id);
-            } else {
-                reply.lost.push(id);
+            let token: Option<Uuid> = row.try_get("lease_token")?;
+            let running: bool = row.try_get("running")?;
+            let due: Option<bool> = row.try_get("due")?;
+            now.insert(id, (token, running, due.unwrap_or(false)));
+        }
+        let mut reply = Heartbeat::default();
+        let (mut renew, mut tell) = (Vec::new(), Vec::new());
+        for &(id, token) in held {
+            match now.get(&id) {
+                Some(&(Some(held_by), running, due)) if held_by == token => {
+                    if !running {
+                        tell.push((id, token));
+                    } else if due {
+                        renew.push((id, token));
+                    }
+                }
+                _ => reply.lost.push(id),
             }
         }
+        if !renew.is_empty() || !tell.is_empty() {
+            let (renew_ids, renew_tokens): (Vec<i64>, Vec<Uuid>) = renew.into_iter().unzip();
+            let (tell_ids, tell_tokens): (Vec<i64>, Vec<Uuid>) = tell.into_iter().unzip();
+            reply.cancelled = sqlx::query_scalar(HEARTBEAT_WRITE)
+                .bind(renew_ids)
+                .bind(renew_tokens)
+                .bind(tell_ids)
+                .bind(tell_tokens)
+                .bind(self.lease_secs())
+                .fetch_all(&self.pool)
+                .await?;
+        }
+        reply.cancelled.sort_unstable();
+        reply.lost.sort_unstable();
         Ok(reply)
     }
 

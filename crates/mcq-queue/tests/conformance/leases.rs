@@ -245,6 +245,37 @@ pub(crate) async fn heartbeat_renews_only_presented_leases(db: &Db) {
     );
 }
 
+pub(crate) async fn heartbeat_pairs_each_token_with_its_task(db: &Db) {
+    let store = db.store(quick(300)).await;
+    submit(&store, batch(2)).await;
+    let a = worker(&store).await;
+    let claimed = store.claim(a, 2).await.expect("claim");
+    let (first, second) = (&claimed[0], &claimed[1]);
+    // Both tokens are live, but each is presented with the other task: a
+    // lease is the pair, so neither task is held as presented.
+    let swapped = [
+        (first.task_id, second.lease_token),
+        (second.task_id, first.lease_token),
+    ];
+    let reply = store.heartbeat(a, &swapped).await.expect("heartbeat");
+    let mut both = vec![first.task_id, second.task_id];
+    both.sort_unstable();
+    assert_eq!(reply.lost, both);
+    assert!(reply.cancelled.is_empty());
+    // Presented properly, both are held (renewal: `heartbeat_keeps_lease_alive`).
+    let paired = [
+        (first.task_id, first.lease_token),
+        (second.task_id, second.lease_token),
+    ];
+    assert!(
+        store
+            .heartbeat(a, &paired)
+            .await
+            .expect("heartbeat")
+            .is_clear()
+    );
+}
+
 pub(crate) async fn lease_expiring_on_last_attempt_fails_the_job(db: &Db) {
     let config = QueueConfig {
         max_attempts: 2,

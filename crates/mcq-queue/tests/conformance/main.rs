@@ -52,6 +52,7 @@ conformance! {
     leases::late_completion_fail_and_release_are_refused,
     leases::release_hands_back_without_spending_an_attempt,
     leases::heartbeat_renews_only_presented_leases,
+    leases::heartbeat_pairs_each_token_with_its_task,
     leases::lease_expiring_on_last_attempt_fails_the_job,
     leases::mixed_completion_records_only_live_leases,
     leases::completion_sent_with_a_claim_is_fenced_and_recorded,
