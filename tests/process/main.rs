@@ -5,6 +5,7 @@
 //! `chunks_per_task` so that a task takes a known number of kernel chunks.
 
 mod batch;
+mod bench_queue;
 mod fleet;
 mod kill;
 mod restart;

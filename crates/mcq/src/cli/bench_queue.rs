@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use mcq_kernel::{CHUNK_PATHS, Spec};
-use mcq_queue::{BatchView, QueueConfig, Store, Submission};
+use mcq_queue::{BatchView, FinishedEvents, QueueConfig, Store, Submission};
 use uuid::Uuid;
 
 use super::serve::{init_tracing, redact};
@@ -38,6 +38,11 @@ pub(crate) struct Args {
     /// Skip the SIGKILL recovery measurement (it waits out a lease).
     #[arg(long)]
     no_recovery: bool,
+    /// Keep the workers' logs in this directory. Without it they go to a
+    /// temporary directory that is removed when the benchmark succeeds and
+    /// kept (and named) when it fails.
+    #[arg(long, value_name = "DIR")]
+    logs: Option<PathBuf>,
 }
 
 /// Runs this subcommand.
@@ -53,13 +58,35 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("connecting to {}", redact(&args.database_url)))?;
     store.migrate().await.context("applying migrations")?;
-    let logs = std::env::temp_dir().join(format!("mcq-bench-queue-{}", std::process::id()));
+    let keep_logs = args.logs.is_some();
+    let logs = args.logs.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("mcq-bench-queue-{}", std::process::id()))
+    });
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let outcome = measure(&args, &store, &logs).await;
+    match &outcome {
+        Ok(()) if !keep_logs => {
+            // Nothing to look at: leave no directory behind per run.
+            let _ = std::fs::remove_dir_all(&logs);
+        }
+        Ok(()) => {}
+        Err(_) => eprintln!("worker logs kept in {}", logs.display()),
+    }
+    outcome
+}
+
+/// The measurements, in order, with worker logs in `logs`.
+async fn measure(args: &Args, store: &Store, logs: &std::path::Path) -> anyhow::Result<()> {
     println!(
-        "mcq bench queue on {} ({} cores), worker logs in {}",
+        "mcq bench queue on {} ({} cores), worker logs in {}{}",
         redact(&args.database_url),
         cores(),
-        logs.display()
+        logs.display(),
+        if args.logs.is_some() {
+            ""
+        } else {
+            " (removed when the benchmark succeeds; keep them with --logs DIR)"
+        }
     );
 
     // Enqueue: one bulk submission, timed around the call.
@@ -87,16 +114,18 @@ async fn bench(args: Args) -> anyhow::Result<()> {
 
     // Burn-down: start the fleet on the full queue; the database's first
     // claim and last finish bound the work.
+    let events = store.finished_events();
     let mut fleet = Fleet::default();
     let started = Instant::now();
     for i in 0..args.workers {
-        fleet.spawn(&args.database_url, &format!("worker{i}"), &[], &logs)?;
+        fleet.spawn(&args.database_url, &format!("worker{i}"), &[], logs)?;
     }
-    // Poll rarely: the batch view aggregates every job of the batch, and
-    // polling it often took a fifth of a core from the fleet being measured.
-    // The timing comes from database timestamps, not from this loop.
+    // Read rarely: the batch view aggregates every job of the batch, and
+    // polling it every second took a tenth of a core from the fleet being
+    // measured. The timing comes from database timestamps, not this loop.
     let view = wait_done(
-        &store,
+        store,
+        events,
         batch,
         Duration::from_secs(600),
         Duration::from_secs(1),
@@ -136,7 +165,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             .await
             .context("submitting a latency probe")?;
         let id = job.job_ids[0];
-        waits.push(wait_started(&store, id).await?);
+        waits.push(wait_started(store, id).await?);
     }
     waits.sort_by(f64::total_cmp);
     println!(
@@ -151,7 +180,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     fleet.stop_all()?;
 
     if !args.no_recovery {
-        recovery(&store, &args.database_url, &logs).await?;
+        recovery(store, &args.database_url, logs).await?;
     }
     Ok(())
 }
@@ -305,13 +334,17 @@ fn tiny(runs: u64, seed: u64) -> Spec {
     }
 }
 
-/// Polls the batch until it is done, at most every `every`. Reading the
-/// view of a 100,000-job batch costs the database about 0.2 s of CPU, so
-/// the pause is also at least ten times the last read: the benchmark's own
-/// polling takes under a tenth of one core from the work it measures. The
-/// times reported come from the database, so a later look changes nothing.
+/// Reads the batch until it is done. Reading the view of a 100,000-job
+/// batch costs the database 0.1–0.2 s of CPU, taken from the fleet being
+/// measured, so between reads this waits for the announcements that the
+/// rest of the batch finished (PostgreSQL: one more read at the end), and
+/// otherwise (SQLite: workers in other processes announce nothing here)
+/// pauses at least `every` and ten times the last read: at most a tenth of
+/// one core. `events` must be subscribed before the work starts. The times
+/// reported come from the database, so a later look changes nothing.
 async fn wait_done(
     store: &Store,
+    mut events: FinishedEvents,
     batch: Uuid,
     timeout: Duration,
     every: Duration,
@@ -326,7 +359,15 @@ async fn wait_done(
         if start.elapsed() > timeout {
             bail!("the batch did not finish within {timeout:?}: {view:?}");
         }
-        tokio::time::sleep(every.max(read.elapsed() * 10)).await;
+        let pause = every.max(read.elapsed() * 10);
+        if events.covers_every_process() {
+            let c = &view.counts;
+            let remaining = c.queued + c.running;
+            // Announcements are hints: if one is missed, re-read anyway.
+            events.wait_for(batch, remaining, pause * 10).await;
+        } else {
+            tokio::time::sleep(pause).await;
+        }
     }
 }
 
