@@ -1,9 +1,7 @@
 //! The worker's main loop: register, claim in batches, dispatch to the
 //! kernel pool, and on shutdown hand everything back in order.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -111,7 +109,7 @@ pub(crate) async fn run(
         specs: Arc::default(),
         outbox,
         finished: Some(reporter),
-        local: VecDeque::new(),
+        local: Arc::default(),
         drained_since: None,
         claim_ms: 1.0,
         backoff: Backoff::new(),
@@ -191,8 +189,8 @@ struct Claimer {
     outbox: Arc<Outbox>,
     /// Dropped at shutdown so the completer ends once every job has reported.
     finished: Option<Reporter>,
-    /// Claimed tasks waiting for a free slot.
-    local: VecDeque<(ClaimedTask, Arc<AtomicBool>)>,
+    /// Claimed tasks waiting for a slot; the slots take them in order.
+    local: Arc<compute::LocalQueue>,
     /// When a claim last found fewer tasks than it asked for.
     drained_since: Option<Instant>,
     /// Moving average of a claim's round trip, in milliseconds.
@@ -278,7 +276,7 @@ impl Claimer {
                     }
                     for task in tasks {
                         let cancel = self.held.insert(task.task_id, task.lease_token);
-                        self.local.push_back((task, cancel));
+                        self.local.push(task, cancel);
                     }
                     if got == 0 {
                         if self.local.is_empty() {
@@ -356,33 +354,38 @@ impl Claimer {
         let Some(finished) = &self.finished else {
             return;
         };
-        while !self.local.is_empty() {
+        // A slot runs local tasks until none is left, so one is started per
+        // free permit only while tasks wait.
+        let mut waiting = self.local.len();
+        while waiting > 0 {
             let Ok(permit) = self.semaphore.clone().try_acquire_owned() else {
                 return;
             };
-            if let Some((task, cancel)) = self.local.pop_front() {
-                compute::spawn(
-                    &self.pool,
-                    self.specs.clone(),
-                    task,
-                    cancel,
-                    permit,
-                    finished.clone(),
-                );
-            }
+            compute::spawn(
+                &self.pool,
+                self.specs.clone(),
+                self.local.clone(),
+                permit,
+                finished.clone(),
+            );
+            waiting -= 1;
         }
     }
 
+    /// Waits until a slot comes free or takes a local task (either may
+    /// call for a claim), or shutdown begins.
     async fn wait_for_slot(&self, shutdown: &CancellationToken) {
         tokio::select! {
             () = shutdown.cancelled() => {}
             // We never close the semaphore, so this only fails if it were.
             permit = self.semaphore.acquire() => drop(permit),
+            () = self.local.taken() => {}
         }
     }
 
-    /// Waits for a free slot, for work to be announced, or for `timeout`;
-    /// true unless a slot came free first (or shutdown began).
+    /// Waits for a slot to come free or take a local task, for work to be
+    /// announced, or for `timeout`; true unless a slot came first (or
+    /// shutdown began).
     async fn wait_for_slot_or_work(&self, shutdown: &CancellationToken, timeout: Duration) -> bool {
         tokio::select! {
             () = shutdown.cancelled() => false,
@@ -390,6 +393,7 @@ impl Claimer {
                 drop(permit);
                 false
             }
+            () = self.local.taken() => false,
             () = self.store.wait_for_work(timeout) => true,
         }
     }
@@ -420,7 +424,8 @@ impl Claimer {
     async fn release_unstarted(&mut self, give_up: &CancellationToken) {
         let tasks: Vec<(i64, Uuid)> = self
             .local
-            .drain(..)
+            .close()
+            .into_iter()
             .map(|(t, _)| (t.task_id, t.lease_token))
             .collect();
         if tasks.is_empty() {

@@ -1,10 +1,15 @@
 //! The bridge from the async claimer to the kernel on a rayon pool.
 //!
-//! Each task runs as one rayon job holding a semaphore permit, so at most
-//! `concurrency` tasks compute at once and the tokio runtime never blocks.
-//! The outcome goes to the completer's outbox; the permit is returned
-//! when the job ends, however it ends, and only after the outcome is in the
-//! outbox, so a claimer woken by the free slot finds it there.
+//! Claimed tasks wait in a [`LocalQueue`]. A compute slot is one rayon job
+//! holding a semaphore permit, so at most `concurrency` tasks compute at
+//! once and the tokio runtime never blocks. A slot takes tasks from the
+//! queue one after the other until it is empty, so a finished task is
+//! followed by the next on the same thread: handing each task over through
+//! the claimer cost a wake-up of the async runtime per task, during which
+//! the core sat idle (docs/worker.md). Each outcome goes to the completer's
+//! outbox; the permit is returned when the slot finds the queue empty (or
+//! closed), however its last task ended, and only after that task's outcome
+//! is in the outbox, so a claimer woken by the free slot finds it there.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -86,34 +91,110 @@ impl Specs {
     }
 }
 
-/// Runs `task` on `pool`; the outcome is reported to `out` and `permit` is
-/// dropped afterwards.
+/// Claimed tasks waiting for a compute slot: filled by the claimer, taken
+/// by the slots.
+#[derive(Debug, Default)]
+pub(crate) struct LocalQueue {
+    state: Mutex<Waiting>,
+    /// Signalled when a slot takes a task, so the claimer can top up.
+    taken: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
+    tasks: VecDeque<(ClaimedTask, Arc<AtomicBool>)>,
+    /// Set at shutdown: slots take nothing more.
+    closed: bool,
+}
+
+impl LocalQueue {
+    /// Adds a claimed task and its cancel flag at the back.
+    pub(crate) fn push(&self, task: ClaimedTask, cancel: Arc<AtomicBool>) {
+        self.lock().tasks.push_back((task, cancel));
+    }
+
+    /// The next task for a slot, if the queue is open and not empty.
+    fn take(&self) -> Option<(ClaimedTask, Arc<AtomicBool>)> {
+        let next = {
+            let mut waiting = self.lock();
+            if waiting.closed {
+                None
+            } else {
+                waiting.tasks.pop_front()
+            }
+        };
+        if next.is_some() {
+            self.taken.notify_one();
+        }
+        next
+    }
+
+    /// Tasks waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().tasks.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Resolves once a slot has taken a task (at once if one did since the
+    /// last call returned).
+    pub(crate) async fn taken(&self) {
+        self.taken.notified().await;
+    }
+
+    /// Closes the queue and returns what never started.
+    pub(crate) fn close(&self) -> Vec<(ClaimedTask, Arc<AtomicBool>)> {
+        let mut waiting = self.lock();
+        waiting.closed = true;
+        waiting.tasks.drain(..).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        // Each operation is one deque call or flag: a panic cannot leave it half-done.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Starts a compute slot on `pool`: it runs the tasks of `queue` one after
+/// the other, reporting each outcome to `out`, and drops `permit` once it
+/// finds the queue empty or closed.
 pub(crate) fn spawn(
     pool: &rayon::ThreadPool,
     specs: Arc<Specs>,
-    task: ClaimedTask,
-    cancel: Arc<AtomicBool>,
+    queue: Arc<LocalQueue>,
     permit: OwnedSemaphorePermit,
     out: Reporter,
 ) {
     pool.spawn(move || {
-        let start = Instant::now();
-        let run = || compute(&specs, &task, &cancel, start);
-        let outcome = match catch_unwind(AssertUnwindSafe(run)) {
-            Ok(outcome) => outcome,
-            Err(payload) => Outcome::Failed {
-                error: panic_text(payload.as_ref()),
-                panicked: true,
-            },
-        };
-        let compute_ms = start.elapsed().as_secs_f64() * 1e3;
-        out.report(Finished {
-            task_id: task.task_id,
-            lease_token: task.lease_token,
-            outcome,
-            compute_ms,
-        });
+        while let Some((task, cancel)) = queue.take() {
+            run_one(&specs, &task, &cancel, &out);
+        }
         drop(permit);
+    });
+}
+
+/// Computes one task and reports its outcome; a panic in the kernel is
+/// caught and reported as a failed attempt.
+fn run_one(specs: &Specs, task: &ClaimedTask, cancel: &AtomicBool, out: &Reporter) {
+    let start = Instant::now();
+    let run = || compute(specs, task, cancel, start);
+    let outcome = match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(outcome) => outcome,
+        Err(payload) => Outcome::Failed {
+            error: panic_text(payload.as_ref()),
+            panicked: true,
+        },
+    };
+    let compute_ms = start.elapsed().as_secs_f64() * 1e3;
+    out.report(Finished {
+        task_id: task.task_id,
+        lease_token: task.lease_token,
+        outcome,
+        compute_ms,
     });
 }
 
@@ -193,6 +274,74 @@ mod tests {
             specs.validate(&Spec { periods, ..spec(4) }).expect("valid");
         }
         assert_eq!(specs.lock().len(), SPECS_KEPT);
+    }
+
+    fn task(id: i64, seed: u64) -> ClaimedTask {
+        ClaimedTask {
+            task_id: id,
+            job_id: Uuid::now_v7(),
+            lease_token: Uuid::new_v4(),
+            attempt: 1,
+            spec: Spec {
+                runs: Some(1000),
+                seed: Some(seed),
+                ..Spec::default()
+            },
+            chunks: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn one_slot_runs_every_waiting_task_in_order_then_frees_its_permit() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("pool");
+        let queue = Arc::new(LocalQueue::default());
+        for id in 1..=3 {
+            queue.push(task(id, id as u64), Arc::default());
+        }
+        let outbox = Arc::new(crate::completer::Outbox::new(Arc::new(
+            crate::pace::Pace::new(),
+        )));
+        let (reporter, _woken) = Reporter::new(outbox.clone());
+        let slots = Arc::new(tokio::sync::Semaphore::new(1));
+        let permit = slots.clone().try_acquire_owned().expect("a free slot");
+        // One start, no claimer: the slot itself goes on to the next task.
+        spawn(&pool, Arc::default(), queue.clone(), permit, reporter);
+        let all = slots.acquire().await.expect("the slot comes back");
+        drop(all);
+        assert!(queue.is_empty());
+        let done = outbox.take_done(10);
+        assert_eq!(
+            done.iter().map(|d| d.task_id).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        // Each was computed as `mcq price` would, seed for seed.
+        for d in &done {
+            let TaskOutput::Result(result) = &d.output else {
+                panic!("a whole-job task brings its result");
+            };
+            let alone = task(d.task_id, d.task_id as u64)
+                .spec
+                .validate()
+                .expect("valid")
+                .price(&AtomicBool::new(false))
+                .expect("not cancelled");
+            assert_eq!(result.price.to_bits(), alone.price.to_bits());
+        }
+    }
+
+    #[test]
+    fn a_closed_queue_gives_its_tasks_back_and_no_more_to_slots() {
+        let queue = LocalQueue::default();
+        queue.push(task(1, 1), Arc::default());
+        queue.push(task(2, 2), Arc::default());
+        assert_eq!(queue.take().map(|(t, _)| t.task_id), Some(1));
+        let left: Vec<i64> = queue.close().into_iter().map(|(t, _)| t.task_id).collect();
+        assert_eq!(left, vec![2]);
+        queue.push(task(3, 3), Arc::default());
+        assert!(queue.take().is_none(), "a closed queue starts nothing");
     }
 
     #[test]
