@@ -10,8 +10,59 @@ fn main() -> std::process::ExitCode {
     match cli::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", describe(&err));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes, each said once. Libraries often repeat their
+/// source in their own message (sqlx's database errors did so three times
+/// over), so a cause whose text is already in the message is left out.
+fn describe(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    /// An error that repeats its source in its message, like sqlx's.
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "error communicating with database: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let err = anyhow::Error::new(Wrapped(refused)).context("connecting to postgres://db");
+        assert_eq!(
+            describe(&err),
+            "connecting to postgres://db: error communicating with database: refused"
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(describe(&plain), "outer: inner");
     }
 }

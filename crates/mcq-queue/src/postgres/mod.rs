@@ -12,7 +12,8 @@ mod tidy;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::finished::Announcer;
 use crate::store::{QueueConfig, StoreError};
@@ -22,6 +23,9 @@ const CHANNEL: &str = "mcq_work";
 /// Channel of the `NOTIFY` sent when jobs finish; the payload is the batch
 /// id, or the job id for a job without a batch.
 const FINISHED_CHANNEL: &str = "mcq_finished";
+
+/// Longest wait for a connection, at start-up and from the pool.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A PostgreSQL pool and what the queue needs around it.
 #[derive(Debug, Clone)]
@@ -41,13 +45,28 @@ impl PgQueue {
         url: &str,
         config: Arc<QueueConfig>,
     ) -> Result<PgQueue, StoreError> {
+        let options: PgConnectOptions = url.parse()?;
+        // One connection of our own first: a pool retries a server it cannot
+        // reach until its acquire timeout and then says only that it timed
+        // out, where one attempt says why (refused, unknown host, bad
+        // password, no such database).
+        match tokio::time::timeout(ACQUIRE_TIMEOUT, PgConnection::connect_with(&options)).await {
+            Ok(Ok(probe)) => probe.close().await?,
+            Ok(Err(err)) => return Err(err.into()),
+            Err(_) => {
+                return Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {} s", ACQUIRE_TIMEOUT.as_secs()),
+                ))
+                .into());
+            }
+        }
         let pool = PgPoolOptions::new()
             .max_connections(16)
             // A dead server must surface as an error within seconds, so the
             // worker's reconnect loop (not a hung await) handles it.
-            .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
-            .await?;
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_lazy_with(options);
         Ok(PgQueue {
             pool,
             config,

@@ -32,6 +32,30 @@ fn worker_refuses_an_out_of_range_completion_wait() {
     );
 }
 
+#[test]
+fn an_unreachable_database_is_reported_with_its_cause_once() {
+    // Nothing listens on port 1 of the loopback: the connection is refused.
+    let out = mcq()
+        .args([
+            "serve",
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/mcq",
+        ])
+        .output()
+        .expect("run mcq serve");
+    assert_eq!(out.status.code(), Some(1), "a runtime error");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("connecting to postgres://nobody") && text.contains("127.0.0.1:1/mcq"),
+        "the message names the database:\n{text}"
+    );
+    assert_eq!(
+        text.matches("Connection refused").count(),
+        1,
+        "the cause, said once:\n{text}"
+    );
+}
+
 mod bench_compare;
 mod bench_kernel;
 mod price;
