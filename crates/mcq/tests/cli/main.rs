@@ -6,6 +6,15 @@ pub(crate) fn mcq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mcq"))
 }
 
+/// Runs `mcq` with `args`; its exit code and standard error.
+fn exit_and_stderr(args: &[&str]) -> (Option<i32>, String) {
+    let out = mcq().args(args).output().expect("run mcq");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn help_lists_every_subcommand() {
     let out = mcq().arg("--help").output().expect("run mcq --help");
@@ -20,12 +29,8 @@ fn help_lists_every_subcommand() {
 
 #[test]
 fn worker_refuses_an_out_of_range_completion_wait() {
-    let out = mcq()
-        .args(["worker", "--complete-wait-ms", "60000"])
-        .output()
-        .expect("run mcq worker");
-    assert_eq!(out.status.code(), Some(2), "a usage error");
-    let text = String::from_utf8_lossy(&out.stderr);
+    let (code, text) = exit_and_stderr(&["worker", "--complete-wait-ms", "60000"]);
+    assert_eq!(code, Some(2), "a usage error");
     assert!(
         text.contains("--complete-wait-ms") && text.contains("0..=10000"),
         "the message names the flag and its range:\n{text}"
@@ -35,16 +40,12 @@ fn worker_refuses_an_out_of_range_completion_wait() {
 #[test]
 fn an_unreachable_database_is_reported_with_its_cause_once() {
     // Nothing listens on port 1 of the loopback: the connection is refused.
-    let out = mcq()
-        .args([
-            "serve",
-            "--database-url",
-            "postgres://nobody@127.0.0.1:1/mcq",
-        ])
-        .output()
-        .expect("run mcq serve");
-    assert_eq!(out.status.code(), Some(1), "a runtime error");
-    let text = String::from_utf8_lossy(&out.stderr);
+    let (code, text) = exit_and_stderr(&[
+        "serve",
+        "--database-url",
+        "postgres://nobody@127.0.0.1:1/mcq",
+    ]);
+    assert_eq!(code, Some(1), "a runtime error");
     assert!(
         text.contains("connecting to postgres://nobody") && text.contains("127.0.0.1:1/mcq"),
         "the message names the database:\n{text}"
