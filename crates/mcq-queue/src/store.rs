@@ -55,6 +55,11 @@ pub struct QueueConfig {
     pub chunks_per_task: u64,
     /// Finished jobs older than this are pruned.
     pub retention: Duration,
+    /// PostgreSQL: a batch of at least this many jobs, each one task, is
+    /// stored as rows of 5,000 jobs that claims turn into running jobs and
+    /// tasks (migrations/postgres/0008_staged_batches.sql); smaller batches
+    /// are written out at once. The embedded store always writes at once.
+    pub stage_from: usize,
 }
 
 impl Default for QueueConfig {
@@ -66,6 +71,7 @@ impl Default for QueueConfig {
             retry_backoff: Duration::from_secs(1),
             chunks_per_task: 16,
             retention: Duration::from_secs(7 * 24 * 3600),
+            stage_from: 1000,
         }
     }
 }
@@ -81,6 +87,9 @@ impl QueueConfig {
         }
         if self.max_attempts == 0 {
             return Err(StoreError::Config("max_attempts must be at least 1".into()));
+        }
+        if self.stage_from == 0 {
+            return Err(StoreError::Config("stage_from must be at least 1".into()));
         }
         if self.chunks_per_task == 0 {
             return Err(StoreError::Config(

@@ -1,5 +1,6 @@
 //! What clients and dashboards read: jobs, batches (one query each) and
-//! the worker list.
+//! the worker list. Jobs of a staged batch (migration 0008) are read from
+//! their staged rows until a claim materialises them.
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
@@ -18,12 +19,24 @@ const JOB_COLUMNS: &str =
     "j.id, j.batch_id, j.state, j.spec::text AS spec, r.result::text AS result, j.error,
     j.attempts, j.tasks_done, j.compute_ms, j.submitted_at, j.started_at, j.finished_at";
 
+/// The same columns for jobs still staged (migration 0008): queued, never
+/// started, from `staged st` and `unnest(st.ids, st.specs) … u(id, spec, o)`.
+/// Reads that may meet staged jobs take both kinds in one statement, so a
+/// claim materialising a job between two reads cannot hide it.
+const STAGED_COLUMNS: &str = "u.id, st.batch_id, 'queued'::text, u.spec, NULL::text, NULL::text,
+    0, 0, 0::float8, st.submitted_at, NULL::timestamptz, NULL::timestamptz";
+
+/// Staged jobs with their position, for `WHERE` clauses to narrow.
+const STAGED_FROM: &str = "staged st, unnest(st.ids, st.specs) WITH ORDINALITY AS u(id, spec, o)";
+
 /// A batch's counts, price statistics and timings in one pass over its jobs.
 /// `stddev_samp` is PostgreSQL's numerically stable (Youngs–Cramer) one.
 const BATCH: &str = "
 SELECT b.id, b.label, b.total, b.submitted_at, s.*
 FROM batches b, LATERAL (
-    SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
+    SELECT count(*) FILTER (WHERE state = 'queued')
+             + (SELECT coalesce(sum(cardinality(st.ids) - st.next), 0)
+                FROM staged st WHERE st.batch_id = b.id) AS queued,
            count(*) FILTER (WHERE state = 'running') AS running,
            count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE state = 'failed') AS failed,
@@ -40,7 +53,11 @@ impl PgQueue {
     /// One job and its result.
     pub(crate) async fn job(&self, id: Uuid) -> Result<Option<JobView>, StoreError> {
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id WHERE j.id = $1"
+            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id WHERE j.id = $1
+             UNION ALL
+             SELECT {STAGED_COLUMNS} FROM {STAGED_FROM}
+             WHERE st.min_id <= $1 AND st.max_id >= $1 AND u.id = $1 AND u.o > st.next
+             LIMIT 1"
         );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
@@ -111,12 +128,28 @@ impl PgQueue {
         after: Option<Uuid>,
         limit: u32,
     ) -> Result<Option<Vec<JobView>>, StoreError> {
+        // Materialised and staged jobs after the cursor's position. A
+        // batch's positions are 0, 1, … with no gaps, so the page lies
+        // within `limit` positions of the cursor: only the staged rows that
+        // start there are expanded.
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
-             WHERE j.batch_id = $1
-               AND j.position > CASE WHEN $2::uuid IS NULL THEN -1
-                   ELSE (SELECT position FROM jobs WHERE id = $2 AND batch_id = $1) END
-             ORDER BY j.position LIMIT $3"
+            "WITH cursor AS (
+                 SELECT CASE WHEN $2::uuid IS NULL THEN -1 ELSE coalesce(
+                     (SELECT position FROM jobs WHERE id = $2 AND batch_id = $1),
+                     (SELECT st.first + u.o::integer - 1
+                      FROM staged st, unnest(st.ids) WITH ORDINALITY AS u(id, o)
+                      WHERE st.batch_id = $1 AND u.id = $2)) END AS after
+             )
+             SELECT * FROM (
+                 SELECT {JOB_COLUMNS}, j.position FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+                 WHERE j.batch_id = $1 AND j.position > (SELECT after FROM cursor)
+                 UNION ALL
+                 SELECT {STAGED_COLUMNS}, st.first + u.o::integer - 1 FROM {STAGED_FROM}
+                 WHERE st.batch_id = $1 AND u.o > st.next
+                   AND st.first + cardinality(st.ids) - 1 > (SELECT after FROM cursor)
+                   AND st.first <= (SELECT after FROM cursor) + $3
+                   AND st.first + u.o::integer - 1 > (SELECT after FROM cursor)
+             ) page ORDER BY position LIMIT $3"
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)

@@ -1,6 +1,9 @@
 //! Enqueueing: a whole submission in one statement, whatever its size
 //! (arrays bound once and expanded with `unnest`).
 //!
+//! A large batch of single-task jobs is written as a few rows of arrays
+//! that claims materialise (`SUBMIT_STAGED`, migration 0008).
+//!
 //! One statement is one round trip and an implicit transaction: no BEGIN,
 //! no COMMIT, so a single job is committed (and its workers woken) a few
 //! round trips sooner, which is most of a fresh job's pickup latency.
@@ -46,19 +49,96 @@ WITH key AS (
 )
 SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go";
 
+/// Jobs per row of `staged`.
+const STAGED_ROW: i32 = 5000;
+
+/// A large batch of single-task jobs as rows of [`STAGED_ROW`] jobs, which
+/// claims turn into running jobs and tasks (migration 0008), with the key
+/// and the batch row, gated and announced as in [`SUBMIT`]. `$7..$10` are
+/// the jobs' ids, specs and chunk ranges in submission order, `$12` and
+/// `$13` the least and greatest id of each staged row.
+const SUBMIT_STAGED: &str = "
+WITH key AS (
+    INSERT INTO idempotency_keys (key, fingerprint, batch_id)
+    SELECT $1, $2, $3 WHERE $1::text IS NOT NULL
+    ON CONFLICT (key) DO NOTHING
+    RETURNING 1
+), go AS (
+    SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM key) AS ok
+), batch AS (
+    INSERT INTO batches (id, label, total)
+    SELECT $3, $4, $5 FROM go WHERE go.ok
+), staged_rows AS (
+    INSERT INTO staged (batch_id, first, ids, specs, chunk_starts, chunk_ends, min_id, max_id)
+    SELECT $3, r.first, r.ids, $8[r.first + 1 : r.first + $6], $9[r.first + 1 : r.first + $6],
+           $10[r.first + 1 : r.first + $6], $12[r.first / $6 + 1], $13[r.first / $6 + 1]
+    FROM (SELECT f AS first, $7[f + 1 : f + $6] AS ids
+          FROM generate_series(0, cardinality($7::uuid[]) - 1, $6) AS f) r
+    WHERE (SELECT ok FROM go)
+), wake AS (
+    SELECT pg_notify($11, '') FROM go WHERE go.ok
+)
+SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go";
+
 impl PgQueue {
-    /// Enqueues a submission (see [`SUBMIT`]); with a key seen before,
-    /// replays what that submission created instead.
+    /// Enqueues a submission (see [`SUBMIT`], and [`SUBMIT_STAGED`] for a
+    /// large batch of single-task jobs); with a key seen before, replays
+    /// what that submission created instead.
     pub(crate) async fn submit(&self, submission: Submission) -> Result<Submitted, StoreError> {
         let plan = plan::plan(&submission, self.config.chunks_per_task)?;
         let key = submission.idempotency.as_ref();
+        let job_ids = plan.job_ids();
+        let staged = plan.batch_id.is_some()
+            && plan.jobs.len() >= self.config.stage_from
+            && plan.jobs.iter().all(|j| j.tasks.len() == 1);
+        if staged {
+            let (starts, ends): (Vec<Option<i64>>, Vec<Option<i64>>) = plan
+                .jobs
+                .iter()
+                .map(|j| match &j.tasks[0] {
+                    Some(range) => (Some(range.start as i64), Some(range.end as i64)),
+                    None => (None, None),
+                })
+                .unzip();
+            let row = sqlx::query(SUBMIT_STAGED)
+                .bind(key.map(|k| k.key.as_str()))
+                .bind(key.map(|k| k.fingerprint.as_str()))
+                .bind(plan.batch_id)
+                .bind(submission.label.as_deref())
+                .bind(plan.jobs.len() as i64)
+                .bind(STAGED_ROW)
+                .bind(&job_ids)
+                .bind(
+                    plan.jobs
+                        .iter()
+                        .map(|j| j.spec_json.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(starts)
+                .bind(ends)
+                .bind(CHANNEL)
+                .bind(
+                    job_ids
+                        .chunks(STAGED_ROW as usize)
+                        .map(|c| c.iter().min().copied())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    job_ids
+                        .chunks(STAGED_ROW as usize)
+                        .map(|c| c.iter().max().copied())
+                        .collect::<Vec<_>>(),
+                )
+                .fetch_one(&self.pool)
+                .await?;
+            return self.submitted(row, key, plan.batch_id, job_ids).await;
+        }
         // A batch's ids are read back from its jobs: no need to store 100,000 of them.
         let key_job_ids = match (key, plan.batch_id) {
             (Some(_), None) => plan.job_ids(),
             _ => Vec::new(),
         };
         let tasks = TaskColumns::of(&plan);
-        let job_ids = plan.job_ids();
         let row = sqlx::query(SUBMIT)
             .bind(key.map(|k| k.key.as_str()))
             .bind(key.map(|k| k.fingerprint.as_str()))
@@ -85,6 +165,19 @@ impl PgQueue {
             .bind(CHANNEL)
             .fetch_one(&self.pool)
             .await?;
+        self.submitted(row, key, plan.batch_id, job_ids).await
+    }
+
+    /// What a submit statement's answer means: written, or (`ok` false)
+    /// refused because its key exists, in which case the earlier
+    /// submission is replayed.
+    async fn submitted(
+        &self,
+        row: sqlx::postgres::PgRow,
+        key: Option<&IdempotencyKey>,
+        batch_id: Option<Uuid>,
+        job_ids: Vec<Uuid>,
+    ) -> Result<Submitted, StoreError> {
         if !row.try_get::<bool, _>("ok")? {
             let key = key.ok_or_else(|| {
                 StoreError::Corrupt("a submission without a key was refused".into())
@@ -92,7 +185,7 @@ impl PgQueue {
             return self.replay(key).await;
         }
         Ok(Submitted {
-            batch_id: plan.batch_id,
+            batch_id,
             job_ids,
             replayed: false,
         })
@@ -119,10 +212,19 @@ impl PgQueue {
         let batch_id: Option<Uuid> = row.try_get("batch_id")?;
         let job_ids: Vec<Uuid> = match batch_id {
             Some(batch) => {
-                sqlx::query_scalar("SELECT id FROM jobs WHERE batch_id = $1 ORDER BY position")
-                    .bind(batch)
-                    .fetch_all(&self.pool)
-                    .await?
+                // Materialised jobs, and those still staged (migration 0008).
+                sqlx::query_scalar(
+                    "SELECT id FROM (
+                         SELECT id, position FROM jobs WHERE batch_id = $1
+                         UNION ALL
+                         SELECT u.id, st.first + u.o::integer - 1
+                         FROM staged st, unnest(st.ids) WITH ORDINALITY AS u(id, o)
+                         WHERE st.batch_id = $1 AND u.o > st.next
+                     ) j ORDER BY position",
+                )
+                .bind(batch)
+                .fetch_all(&self.pool)
+                .await?
             }
             None => row.try_get("job_ids")?,
         };

@@ -34,6 +34,14 @@ impl PgQueue {
     /// lose their lease (their worker learns it from its next heartbeat).
     pub(crate) async fn cancel_job(&self, id: Uuid) -> Result<Option<JobState>, StoreError> {
         let mut tx = self.pool.begin().await?;
+        // A staged job is written out as a queued one first (migration 0008).
+        sqlx::query(
+            "SELECT mcq_unstage(st.batch_id, $1) FROM staged st
+             WHERE st.min_id <= $1 AND st.max_id >= $1 AND $1 = ANY(st.ids)",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
         sqlx::query(
             "UPDATE tasks SET state = 'cancelled', finished_at = now()
              WHERE job_id = $1 AND state IN ('queued', 'running')",
@@ -69,6 +77,11 @@ impl PgQueue {
         if !exists {
             return Ok(None);
         }
+        // Its staged jobs are written out as queued ones first (migration 0008).
+        sqlx::query("SELECT mcq_unstage($1, NULL)")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "UPDATE tasks SET state = 'cancelled', finished_at = now()
              WHERE state IN ('queued', 'running')
@@ -143,6 +156,7 @@ impl PgQueue {
             let batches: Vec<Uuid> = sqlx::query_scalar(
                 "SELECT id FROM batches b
                  WHERE submitted_at < now() - make_interval(secs => $1)
+                   AND NOT EXISTS (SELECT 1 FROM staged st WHERE st.batch_id = b.id)
                    AND NOT EXISTS (
                        SELECT 1 FROM jobs j WHERE j.batch_id = b.id
                          AND (j.finished_at IS NULL OR j.finished_at >= now() - make_interval(secs => $1)))

@@ -108,7 +108,7 @@ pub(crate) async fn finishing_a_job_announces_its_batch(db: &Db) {
     let store = db.default_store().await;
     let mut events = store.finished_events();
     let mut second = store.finished_events();
-    if matches!(db, Db::Postgres(_)) {
+    if matches!(db, Db::Postgres(_) | Db::PostgresStaged(_)) {
         // The LISTEN connection opens in the background and says so with
         // a wake-up for everyone; wait for it so nothing below is missed.
         for events in [&mut events, &mut second] {

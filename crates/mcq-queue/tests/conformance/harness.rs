@@ -16,6 +16,9 @@ pub(crate) enum Db {
     Sqlite(PathBuf),
     /// A fresh database in the shared test cluster.
     Postgres(String),
+    /// The same, with every batch of single-task jobs staged (written as
+    /// staged rows that claims materialise, migration 0008), however small.
+    PostgresStaged(String),
 }
 
 impl Db {
@@ -33,17 +36,27 @@ impl Db {
         mcq_testdb::postgres().await.map(|db| Db::Postgres(db.url))
     }
 
+    /// A new PostgreSQL database on which every batch is staged.
+    pub(crate) async fn postgres_staged() -> Option<Db> {
+        mcq_testdb::postgres()
+            .await
+            .map(|db| Db::PostgresStaged(db.url))
+    }
+
     /// Its URL.
     pub(crate) fn url(&self) -> String {
         match self {
             Db::Sqlite(dir) => format!("sqlite:{}", dir.join("queue.sqlite").display()),
-            Db::Postgres(url) => url.clone(),
+            Db::Postgres(url) | Db::PostgresStaged(url) => url.clone(),
         }
     }
 
     /// A migrated store on this database with `config`; several stores may
     /// share one database (like several processes).
-    pub(crate) async fn store(&self, config: QueueConfig) -> Store {
+    pub(crate) async fn store(&self, mut config: QueueConfig) -> Store {
+        if let Db::PostgresStaged(_) = self {
+            config.stage_from = 1;
+        }
         let store = Store::connect(&self.url(), config).await.expect("connect");
         store.migrate().await.expect("migrate");
         store
@@ -155,19 +168,28 @@ pub(crate) fn quick(lease_ms: u64) -> QueueConfig {
     }
 }
 
-/// Tasks and results whose job no longer exists (none, if deletions keep
-/// the three tables together), read straight from the database.
+/// Tasks and results whose job no longer exists, and staged rows whose
+/// batch no longer exists (none, if deletions keep the tables together),
+/// read straight from the database.
 pub(crate) async fn orphans(db: &Db) -> i64 {
     const ORPHANS: &str = "SELECT
         (SELECT count(*) FROM tasks t WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = t.job_id))
       + (SELECT count(*) FROM results r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id))";
+    // Staged rows belong to their batch (PostgreSQL, migration 0008).
+    const STAGED_ORPHANS: &str = "SELECT count(*) FROM staged s
+        WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.id = s.batch_id)";
     match db {
-        Db::Postgres(url) => {
+        Db::Postgres(url) | Db::PostgresStaged(url) => {
             let pool = sqlx::PgPool::connect(url).await.expect("connect");
-            sqlx::query_scalar(ORPHANS)
+            let staged: i64 = sqlx::query_scalar(STAGED_ORPHANS)
                 .fetch_one(&pool)
                 .await
-                .expect("count")
+                .expect("count");
+            staged
+                + sqlx::query_scalar::<_, i64>(ORPHANS)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count")
         }
         Db::Sqlite(..) => {
             let pool = sqlx::SqlitePool::connect(&db.url()).await.expect("connect");

@@ -1,6 +1,7 @@
 //! The queue's conformance suite: every test is written once, as an async
-//! function taking a [`harness::Db`], and instantiated below for SQLite and
-//! for PostgreSQL. A backend passes only if it passes all of them.
+//! function taking a [`harness::Db`], and instantiated below for SQLite,
+//! for PostgreSQL, and for PostgreSQL with every batch staged. A backend
+//! passes only if it passes all of them.
 
 mod harness;
 
@@ -11,6 +12,7 @@ mod leases;
 mod lifecycle;
 mod reads;
 mod restart;
+mod staged;
 
 /// Instantiates each listed test for both backends.
 macro_rules! conformance {
@@ -29,6 +31,17 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let Some(db) = crate::harness::Db::postgres().await else { return };
+                    crate::$module::$name(&db).await;
+                }
+            )*
+        }
+        /// PostgreSQL with every batch staged (migration 0008): the
+        /// staged representation must behave exactly like written-out jobs.
+        mod postgres_staged {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(db) = crate::harness::Db::postgres_staged().await else { return };
                     crate::$module::$name(&db).await;
                 }
             )*

@@ -1,0 +1,166 @@
+//! PostgreSQL only: how a staged batch (migration 0008) is stored and
+//! materialised. What it means for clients is the whole conformance suite,
+//! run a third time with every batch staged (`postgres_staged` in main.rs);
+//! these tests check that the representation is really used: rows of 5,000
+//! jobs, claims that write jobs and tasks out as running, a job read or
+//! cancelled while staged, pages across the boundary, and batches that are
+//! not staged.
+
+use mcq_kernel::CHUNK_PATHS;
+use mcq_queue::{JobState, QueueConfig, Submission};
+use uuid::Uuid;
+
+use crate::harness::{Db, batch, compute, drain, orphans, spec, submit, worker};
+
+/// Rows of `staged`, and of jobs and tasks, straight from the database.
+async fn rows(db: &Db) -> (i64, i64, i64) {
+    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM staged), (SELECT count(*) FROM jobs),
+                (SELECT count(*) FROM tasks)",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count rows")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_batch_is_staged_and_claimed_in_order() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.default_store().await;
+    let submitted = submit(&store, batch(12_000)).await;
+    let ids = &submitted.job_ids;
+    let batch_id = submitted.batch_id.expect("a batch");
+    assert_eq!(
+        rows(&db).await,
+        (3, 0, 0),
+        "three staged rows, nothing else"
+    );
+
+    // A staged job reads as queued, with its spec.
+    let last = store.job(ids[11_999]).await.expect("read").expect("job");
+    assert_eq!((last.state, last.attempts), (JobState::Queued, 0));
+    assert_eq!(last.spec, spec(1000, 12_000));
+    assert_eq!(last.batch_id, Some(batch_id));
+
+    // Claims take staged jobs in submission order, written out running.
+    let w = worker(&store).await;
+    let first = store.claim(w, 3000).await.expect("claim");
+    let claimed: Vec<Uuid> = first.iter().map(|t| t.job_id).collect();
+    assert_eq!(claimed, ids[..3000]);
+    assert!(
+        first
+            .iter()
+            .all(|t| t.attempt == 1 && t.spec.seed.is_some())
+    );
+    assert_eq!(rows(&db).await, (3, 3000, 3000));
+    let running = store.job(ids[2999]).await.expect("read").expect("job");
+    assert_eq!((running.state, running.attempts), (JobState::Running, 1));
+    assert!(running.timings.started_at.is_some());
+
+    // A page across the boundary: one written-out job, then staged ones.
+    let page = store
+        .batch_jobs(batch_id, Some(ids[2998]), 4)
+        .await
+        .expect("read")
+        .expect("batch");
+    let states: Vec<(Uuid, JobState)> = page.iter().map(|j| (j.id, j.state)).collect();
+    assert_eq!(
+        states,
+        vec![
+            (ids[2999], JobState::Running),
+            (ids[3000], JobState::Queued),
+            (ids[3001], JobState::Queued),
+            (ids[3002], JobState::Queued),
+        ]
+    );
+    // From a staged job as the cursor, too.
+    let page = store
+        .batch_jobs(batch_id, Some(ids[7000]), 2)
+        .await
+        .expect("read")
+        .expect("batch");
+    assert_eq!(
+        page.iter().map(|j| j.id).collect::<Vec<_>>(),
+        ids[7001..7003]
+    );
+
+    // Cancelling a staged job writes its staged row out, then cancels it.
+    assert_eq!(
+        store.cancel_job(ids[4000]).await.expect("cancel"),
+        Some(JobState::Cancelled)
+    );
+    assert_eq!(rows(&db).await, (2, 5000, 5000));
+    let view = store.batch(batch_id).await.expect("read").expect("batch");
+    assert_eq!(
+        (
+            view.counts.running,
+            view.counts.cancelled,
+            view.counts.queued
+        ),
+        (3000, 1, 8999)
+    );
+
+    // Everything else runs; nothing is left staged or orphaned.
+    let done = first.iter().map(compute).collect();
+    assert!(store.complete(w, done).await.expect("complete").is_empty());
+    let rest = drain(&store, w).await;
+    assert_eq!(rest.len(), 8999);
+    let view = store.batch(batch_id).await.expect("read").expect("batch");
+    assert_eq!(
+        (view.counts.succeeded, view.counts.cancelled, view.done),
+        (11_999, 1, true)
+    );
+    assert_eq!(rows(&db).await.0, 0);
+    assert_eq!(orphans(&db).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_batches_split_jobs_and_single_jobs_are_written_out() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let config = QueueConfig {
+        stage_from: 10,
+        chunks_per_task: 1,
+        ..QueueConfig::default()
+    };
+    let store = db.store(config).await;
+    submit(&store, batch(9)).await;
+    assert_eq!(rows(&db).await, (0, 9, 9), "under the threshold");
+    let mut jobs: Vec<_> = (1..=10).map(|s| spec(1000, s)).collect();
+    jobs.push(spec(3 * CHUNK_PATHS, 7)); // three tasks of one chunk
+    submit(
+        &store,
+        Submission {
+            as_batch: true,
+            label: None,
+            jobs,
+            idempotency: None,
+        },
+    )
+    .await;
+    let (staged, written, tasks) = rows(&db).await;
+    assert_eq!(
+        (staged, written),
+        (0, 20),
+        "a split job keeps its batch written out"
+    );
+    assert_eq!(tasks, 9 + 10 + 3);
+    let single = Submission {
+        as_batch: false,
+        label: None,
+        jobs: (1..=12).map(|s| spec(1000, s)).collect(),
+        idempotency: None,
+    };
+    submit(&store, single).await;
+    assert_eq!(
+        rows(&db).await.0,
+        0,
+        "jobs submitted one by one are not a batch"
+    );
+    submit(&store, batch(10)).await;
+    assert_eq!(rows(&db).await.0, 1, "at the threshold");
+}
