@@ -2,7 +2,8 @@
 //! (arrays bound once and expanded with `unnest`).
 //!
 //! A large batch of single-task jobs is written as a few rows of arrays
-//! that claims materialise (`SUBMIT_STAGED`, migration 0008).
+//! that claims materialise (`SUBMIT_STAGED`, migration 0008); both
+//! statements share the key, batch and wake-up around the rows they write.
 //!
 //! One statement is one round trip and an implicit transaction: no BEGIN,
 //! no COMMIT, so a single job is committed (and its workers woken) a few
@@ -16,14 +17,24 @@ use crate::plan::{self, Plan};
 use crate::store::StoreError;
 use crate::types::{IdempotencyKey, Submission, Submitted};
 
-/// Inserts the idempotency key (if any), the batch (if any), the jobs and
-/// their tasks, and notifies the workers, all or nothing. With a key that
-/// exists already nothing is written and `ok` is false. Data-modifying
-/// CTEs always run to completion; each of them is gated on `go`.
+/// A submit statement around `$rows`, the CTEs that write the jobs: the
+/// idempotency key (if any), the batch (if any), the rows, and the wake-up
+/// of the workers, all or nothing. With a key that exists already nothing
+/// is written and `ok` is false. Data-modifying CTEs always run to
+/// completion; each of them is gated on `go`.
 ///
 /// A concurrent submit with the same key waits on the key's insert until
 /// the other commits, then sees the conflict and writes nothing.
-const SUBMIT: &str = "
+///
+/// Parameters of both statements: `$1` key, `$2` fingerprint, `$3` batch
+/// id, `$4` the job ids kept with the key (unbatched submissions only: a
+/// batch's ids are read back from its jobs), `$5` label, `$6` job count,
+/// `$7` job ids and `$8` specs in submission order, `$9`–`$12` the rows'
+/// own, `$13` the wake-up channel.
+macro_rules! submit_statement {
+    ($rows:literal) => {
+        concat!(
+            "
 WITH key AS (
     INSERT INTO idempotency_keys (key, fingerprint, batch_id, job_ids)
     SELECT $1, $2, $3, $4 WHERE $1::text IS NOT NULL
@@ -34,7 +45,21 @@ WITH key AS (
 ), batch AS (
     INSERT INTO batches (id, label, total)
     SELECT $3, $5, $6 FROM go WHERE go.ok AND $3::uuid IS NOT NULL
-), job_rows AS (
+), ",
+            $rows,
+            ", wake AS (
+    -- Delivered at commit, and only if the statement commits.
+    SELECT pg_notify($13, '') FROM go WHERE go.ok
+)
+SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go"
+        )
+    };
+}
+
+/// Every job and task written out: `$9` tasks per job, `$10`–`$12` the
+/// tasks' job ids and chunk ranges.
+const SUBMIT: &str = submit_statement!(
+    "job_rows AS (
     INSERT INTO jobs (id, batch_id, position, spec, task_count)
     SELECT j.id, $3, (j.ord - 1)::int, j.spec::json, j.task_count
     FROM unnest($7::uuid[], $8::text[], $9::int[]) WITH ORDINALITY AS j(id, spec, task_count, ord)
@@ -43,42 +68,26 @@ WITH key AS (
     INSERT INTO tasks (job_id, chunk_start, chunk_end)
     SELECT * FROM unnest($10::uuid[], $11::int8[], $12::int8[])
     WHERE (SELECT ok FROM go)
-), wake AS (
-    -- Delivered at commit, and only if the statement commits.
-    SELECT pg_notify($13, '') FROM go WHERE go.ok
-)
-SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go";
+)"
+);
 
 /// Jobs per row of `staged`.
-const STAGED_ROW: i32 = 5000;
+const STAGED_ROW: usize = 5000;
 
-/// A large batch of single-task jobs as rows of [`STAGED_ROW`] jobs, which
-/// claims turn into running jobs and tasks (migration 0008), with the key
-/// and the batch row, gated and announced as in [`SUBMIT`]. `$7..$10` are
-/// the jobs' ids, specs and chunk ranges in submission order, `$12` and
-/// `$13` the least and greatest id of each staged row.
-const SUBMIT_STAGED: &str = "
-WITH key AS (
-    INSERT INTO idempotency_keys (key, fingerprint, batch_id)
-    SELECT $1, $2, $3 WHERE $1::text IS NOT NULL
-    ON CONFLICT (key) DO NOTHING
-    RETURNING 1
-), go AS (
-    SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM key) AS ok
-), batch AS (
-    INSERT INTO batches (id, label, total)
-    SELECT $3, $4, $5 FROM go WHERE go.ok
-), staged_rows AS (
+/// A large batch of single-task jobs as rows of `$14` ([`STAGED_ROW`])
+/// jobs, which claims turn into running jobs and tasks (migration 0008):
+/// `$9`, `$10` the jobs' chunk ranges, `$11`, `$12` the least and greatest
+/// id of each staged row.
+const SUBMIT_STAGED: &str = submit_statement!(
+    "staged_rows AS (
     INSERT INTO staged (batch_id, first, ids, specs, chunk_starts, chunk_ends, min_id, max_id)
-    SELECT $3, r.first, r.ids, $8[r.first + 1 : r.first + $6], $9[r.first + 1 : r.first + $6],
-           $10[r.first + 1 : r.first + $6], $12[r.first / $6 + 1], $13[r.first / $6 + 1]
-    FROM (SELECT f AS first, $7[f + 1 : f + $6] AS ids
-          FROM generate_series(0, cardinality($7::uuid[]) - 1, $6) AS f) r
+    SELECT $3, r.first, r.ids, $8[r.first + 1 : r.first + $14], $9[r.first + 1 : r.first + $14],
+           $10[r.first + 1 : r.first + $14], $11[r.first / $14 + 1], $12[r.first / $14 + 1]
+    FROM (SELECT f AS first, $7[f + 1 : f + $14] AS ids
+          FROM generate_series(0, cardinality($7::uuid[]) - 1, $14) AS f) r
     WHERE (SELECT ok FROM go)
-), wake AS (
-    SELECT pg_notify($11, '') FROM go WHERE go.ok
-)
-SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go";
+)"
+);
 
 impl PgQueue {
     /// Enqueues a submission (see [`SUBMIT`], and [`SUBMIT_STAGED`] for a
@@ -87,59 +96,16 @@ impl PgQueue {
     pub(crate) async fn submit(&self, submission: Submission) -> Result<Submitted, StoreError> {
         let plan = plan::plan(&submission, self.config.chunks_per_task)?;
         let key = submission.idempotency.as_ref();
-        let job_ids = plan.job_ids();
-        let staged = plan.batch_id.is_some()
-            && plan.jobs.len() >= self.config.stage_from
-            && plan.jobs.iter().all(|j| j.tasks.len() == 1);
-        if staged {
-            let (starts, ends): (Vec<Option<i64>>, Vec<Option<i64>>) = plan
-                .jobs
-                .iter()
-                .map(|j| match &j.tasks[0] {
-                    Some(range) => (Some(range.start as i64), Some(range.end as i64)),
-                    None => (None, None),
-                })
-                .unzip();
-            let row = sqlx::query(SUBMIT_STAGED)
-                .bind(key.map(|k| k.key.as_str()))
-                .bind(key.map(|k| k.fingerprint.as_str()))
-                .bind(plan.batch_id)
-                .bind(submission.label.as_deref())
-                .bind(plan.jobs.len() as i64)
-                .bind(STAGED_ROW)
-                .bind(&job_ids)
-                .bind(
-                    plan.jobs
-                        .iter()
-                        .map(|j| j.spec_json.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(starts)
-                .bind(ends)
-                .bind(CHANNEL)
-                .bind(
-                    job_ids
-                        .chunks(STAGED_ROW as usize)
-                        .map(|c| c.iter().min().copied())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    job_ids
-                        .chunks(STAGED_ROW as usize)
-                        .map(|c| c.iter().max().copied())
-                        .collect::<Vec<_>>(),
-                )
-                .fetch_one(&self.pool)
-                .await?;
-            return self.submitted(row, key, plan.batch_id, job_ids).await;
-        }
-        // A batch's ids are read back from its jobs: no need to store 100,000 of them.
         let key_job_ids = match (key, plan.batch_id) {
             (Some(_), None) => plan.job_ids(),
             _ => Vec::new(),
         };
+        let job_ids = plan.job_ids();
         let tasks = TaskColumns::of(&plan);
-        let row = sqlx::query(SUBMIT)
+        let staged = plan.batch_id.is_some()
+            && plan.jobs.len() >= self.config.stage_from
+            && tasks.job_ids.len() == plan.jobs.len();
+        let query = sqlx::query(if staged { SUBMIT_STAGED } else { SUBMIT })
             .bind(key.map(|k| k.key.as_str()))
             .bind(key.map(|k| k.fingerprint.as_str()))
             .bind(plan.batch_id)
@@ -152,32 +118,33 @@ impl PgQueue {
                     .iter()
                     .map(|j| j.spec_json.as_str())
                     .collect::<Vec<_>>(),
-            )
-            .bind(
-                plan.jobs
-                    .iter()
-                    .map(|j| j.tasks.len() as i32)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(tasks.job_ids)
-            .bind(tasks.starts)
-            .bind(tasks.ends)
-            .bind(CHANNEL)
-            .fetch_one(&self.pool)
-            .await?;
-        self.submitted(row, key, plan.batch_id, job_ids).await
-    }
-
-    /// What a submit statement's answer means: written, or (`ok` false)
-    /// refused because its key exists, in which case the earlier
-    /// submission is replayed.
-    async fn submitted(
-        &self,
-        row: sqlx::postgres::PgRow,
-        key: Option<&IdempotencyKey>,
-        batch_id: Option<Uuid>,
-        job_ids: Vec<Uuid>,
-    ) -> Result<Submitted, StoreError> {
+            );
+        let query = if staged {
+            // One task per job: the task columns are the jobs' chunk ranges.
+            let per_row = |pick: fn(&[Uuid]) -> Option<Uuid>| {
+                job_ids.chunks(STAGED_ROW).map(pick).collect::<Vec<_>>()
+            };
+            query
+                .bind(tasks.starts)
+                .bind(tasks.ends)
+                .bind(per_row(|c| c.iter().min().copied()))
+                .bind(per_row(|c| c.iter().max().copied()))
+                .bind(CHANNEL)
+                .bind(STAGED_ROW as i32)
+        } else {
+            query
+                .bind(
+                    plan.jobs
+                        .iter()
+                        .map(|j| j.tasks.len() as i32)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(tasks.job_ids)
+                .bind(tasks.starts)
+                .bind(tasks.ends)
+                .bind(CHANNEL)
+        };
+        let row = query.fetch_one(&self.pool).await?;
         if !row.try_get::<bool, _>("ok")? {
             let key = key.ok_or_else(|| {
                 StoreError::Corrupt("a submission without a key was refused".into())
@@ -185,7 +152,7 @@ impl PgQueue {
             return self.replay(key).await;
         }
         Ok(Submitted {
-            batch_id,
+            batch_id: plan.batch_id,
             job_ids,
             replayed: false,
         })
