@@ -8,6 +8,7 @@
 //! lives in its module ([`postgres`](crate::postgres), `sqlite`).
 
 mod finished;
+mod idle;
 mod plan;
 mod postgres;
 mod sqlite;
@@ -15,5 +16,6 @@ mod store;
 mod types;
 
 pub use finished::FinishedEvents;
+pub use idle::IdleWorkers;
 pub use store::{MAX_PAGE, QueueConfig, Store, StoreError};
 pub use types::*;

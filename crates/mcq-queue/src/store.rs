@@ -340,6 +340,18 @@ impl Store {
     pub async fn wait_for_work(&self, timeout: Duration) {
         dispatch!(self, q => q.wait_for_work(timeout).await)
     }
+    /// Tells the other workers that `worker` ran out of work, so that one
+    /// holding claimed tasks it has not started can hand some back (a
+    /// `NOTIFY` on PostgreSQL, reaching every process; an in-process signal
+    /// on SQLite). A hint: nothing depends on it arriving.
+    pub async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
+        dispatch!(self, q => q.announce_idle(worker).await)
+    }
+    /// Subscribes to idle announcements ([`Store::announce_idle`]),
+    /// including the subscriber's own.
+    pub fn idle_workers(&self) -> crate::IdleWorkers {
+        dispatch!(self, q => q.idle_workers())
+    }
     /// Subscribes to announcements that jobs finished (succeeded, failed or
     /// cancelled), keyed by batch id, or job id for a job without a batch;
     /// see [`FinishedEvents::wait_for`]. On PostgreSQL they come from every

@@ -3,6 +3,11 @@
 //! an in-process signal. NOTIFY can be lost (reconnects, poolers), so waits
 //! always have a timeout, and every reconnect wakes the waiters in case
 //! something was missed meanwhile.
+//!
+//! The work channel also carries idle announcements (`idle:<worker id>`,
+//! [`crate::Store::announce_idle`]): they go to the idle subscribers and
+//! wake nobody, since they announce no work. Every other payload (the
+//! submissions' and releases' empty one) wakes the waiting workers.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -12,12 +17,19 @@ use tokio::sync::{Notify, oneshot};
 use uuid::Uuid;
 
 use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
+use crate::StoreError;
 use crate::finished::FinishedEvents;
+use crate::idle::{IdleAnnouncer, IdleWorkers};
 
-/// The signal waiters sleep on, and the listener task feeding it.
+/// Prefix of an idle announcement's payload on the work channel.
+const IDLE_PREFIX: &str = "idle:";
+
+/// The signal waiters sleep on, the idle announcements, and the listener
+/// task feeding both.
 #[derive(Debug, Default)]
 pub(super) struct Wakeup {
     notify: Arc<Notify>,
+    idle: IdleAnnouncer,
     /// Dropping the store drops this sender, which stops the listener task.
     listener: OnceLock<oneshot::Sender<()>>,
 }
@@ -25,18 +37,49 @@ pub(super) struct Wakeup {
 impl PgQueue {
     /// Returns on a notification, or after `timeout`.
     pub(crate) async fn wait_for_work(&self, timeout: Duration) {
+        self.listen_for_work();
+        let _ = tokio::time::timeout(timeout, self.wakeup.notify.notified()).await;
+    }
+
+    /// Announces on the work channel that `worker` is idle.
+    pub(crate) async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(format!("{IDLE_PREFIX}{worker}"))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Subscribes to idle announcements from every process.
+    pub(crate) fn idle_workers(&self) -> IdleWorkers {
+        let events = self.wakeup.idle.subscribe();
+        self.listen_for_work();
+        events
+    }
+
+    /// Starts the work channel's listener unless it runs.
+    fn listen_for_work(&self) {
         self.wakeup.listener.get_or_init(|| {
             let (stop_tx, stop_rx) = oneshot::channel();
             let notify = self.wakeup.notify.clone();
+            let idle = self.wakeup.idle.clone();
             tokio::spawn(listen(
                 self.pool.clone(),
                 CHANNEL,
-                move |_| wake(&notify),
+                move |payload| match payload.and_then(|p| p.strip_prefix(IDLE_PREFIX)) {
+                    // An unreadable announcement is dropped: it is a hint.
+                    Some(worker) => {
+                        if let Ok(worker) = Uuid::parse_str(worker) {
+                            idle.announce(worker);
+                        }
+                    }
+                    None => wake(&notify),
+                },
                 stop_rx,
             ));
             stop_tx
         });
-        let _ = tokio::time::timeout(timeout, self.wakeup.notify.notified()).await;
     }
 
     /// Subscribes to finished-work announcements (`NOTIFY` on

@@ -21,8 +21,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use tokio::sync::Notify;
+use uuid::Uuid;
 
 use crate::finished::{Announcer, FinishedEvents};
+use crate::idle::{IdleAnnouncer, IdleWorkers};
 use crate::store::{QueueConfig, StoreError};
 
 /// An SQLite file and what the queue needs around it.
@@ -35,6 +37,8 @@ pub(crate) struct SqliteQueue {
     notify: Arc<Notify>,
     /// Finished-work announcements, from this process only.
     announcer: Announcer,
+    /// Idle workers of this process.
+    idle: IdleAnnouncer,
 }
 
 impl SqliteQueue {
@@ -73,6 +77,7 @@ impl SqliteQueue {
             config,
             notify: Arc::new(Notify::new()),
             announcer: Announcer::new(false),
+            idle: IdleAnnouncer::default(),
         })
     }
 
@@ -105,6 +110,17 @@ impl SqliteQueue {
 
     pub(crate) async fn wait_for_work(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
+    }
+
+    /// Idle announcements reach the workers of this process only, as work
+    /// announcements do.
+    pub(crate) async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
+        self.idle.announce(worker);
+        Ok(())
+    }
+
+    pub(crate) fn idle_workers(&self) -> IdleWorkers {
+        self.idle.subscribe()
     }
 
     /// Wakes waiting workers, leaving a permit for one that is about to

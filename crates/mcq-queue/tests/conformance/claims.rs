@@ -138,3 +138,67 @@ pub(crate) async fn finishing_a_job_announces_its_batch(db: &Db) {
         "two finished jobs were announced as more"
     );
 }
+
+/// A worker's idle announcement reaches every subscriber (on PostgreSQL in
+/// any process, through the work channel) and wakes no worker waiting for
+/// work: it announces none.
+pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db) {
+    let store = db.default_store().await;
+    // On SQLite announcements stay in the process, as work wake-ups do.
+    let other = match db {
+        Db::Sqlite(_) => store.clone(),
+        _ => db.default_store().await,
+    };
+    let mut idle = store.idle_workers();
+    let mut also = store.idle_workers();
+    let (idle_worker, busy_worker) = (worker(&other).await, worker(&store).await);
+    // The LISTEN connection opens in the background: announce until heard.
+    let heard = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            other.announce_idle(idle_worker).await.expect("announce");
+            if let Ok(who) = tokio::time::timeout(Duration::from_millis(100), idle.next()).await {
+                return who;
+            }
+        }
+    })
+    .await
+    .expect("an idle announcement reaches a subscriber within 20 s");
+    assert_eq!(heard, idle_worker);
+    // The second subscriber hears the same, and the next one in order.
+    store.announce_idle(busy_worker).await.expect("announce");
+    let mut seen = Vec::new();
+    while seen.last() != Some(&busy_worker) {
+        let who = tokio::time::timeout(Duration::from_secs(10), also.next())
+            .await
+            .expect("every subscriber hears every announcement");
+        seen.push(who);
+    }
+    assert!(
+        seen.iter().all(|w| [idle_worker, busy_worker].contains(w)),
+        "{seen:?}"
+    );
+    // A wait for work ends at its timeout however many workers go idle
+    // meanwhile. (The listener's start woke waiters; that permit goes first.)
+    store.wait_for_work(Duration::from_millis(50)).await;
+    let waiter = store.clone();
+    let wait = tokio::spawn(async move { waiter.wait_for_work(Duration::from_secs(60)).await });
+    idle.skip_pending();
+    for _ in 0..5 {
+        other.announce_idle(idle_worker).await.expect("announce");
+        // Earlier announcements may still be on their way.
+        loop {
+            let who = tokio::time::timeout(Duration::from_secs(10), idle.next())
+                .await
+                .expect("announced after the listener was up: heard");
+            if who == idle_worker {
+                break;
+            }
+            assert_eq!(who, busy_worker);
+        }
+    }
+    assert!(
+        !wait.is_finished(),
+        "an idle announcement woke a worker waiting for work"
+    );
+    wait.abort();
+}

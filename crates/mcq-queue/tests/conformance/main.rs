@@ -60,6 +60,7 @@ conformance! {
     claims::claim_sets_running_token_attempt_and_start,
     claims::wait_for_work_wakes_on_submit,
     claims::finishing_a_job_announces_its_batch,
+    claims::idle_announcements_reach_subscribers_and_wake_no_one,
     leases::expired_lease_is_requeued_and_claimed_again,
     leases::heartbeat_keeps_lease_alive,
     leases::late_completion_fail_and_release_are_refused,
