@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use mcq_queue::{ClaimedTask, Store, WorkerInfo};
+use mcq_queue::{ClaimedTask, IdleWorkers, Store, WorkerInfo};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -80,7 +80,7 @@ pub(crate) async fn run(
         tracker.spawn(heartbeat::prune(store.clone(), interval, shutdown.clone()));
     }
     let outbox = Arc::new(Outbox::new(pace.clone()));
-    let (reporter, woken) = Reporter::new(outbox.clone());
+    let (reporter, woken) = Reporter::new(outbox.clone(), held.clone(), config.complete_batch);
     let completer = Completer {
         store: store.clone(),
         worker,
@@ -97,6 +97,9 @@ pub(crate) async fn run(
     let mut completer = tokio::spawn(completer.run(woken));
 
     let mut claimer = Claimer {
+        idle_workers: store.idle_workers(),
+        announced_idle: false,
+        handed_off: false,
         store: store.clone(),
         worker,
         semaphore: Arc::new(Semaphore::new(concurrency)),
@@ -196,6 +199,24 @@ struct Claimer {
     /// Moving average of a claim's round trip, in milliseconds.
     claim_ms: f64,
     backoff: Backoff,
+    /// Other workers' announcements that they ran out of work.
+    idle_workers: IdleWorkers,
+    /// Whether this worker announced that it ran out of work since its
+    /// last claim that found some.
+    announced_idle: bool,
+    /// Whether tasks were handed to an idle worker since the local queue
+    /// was last empty: until it empties, claiming would only take them back.
+    handed_off: bool,
+}
+
+/// What ended a wait of the claimer.
+enum Woken {
+    /// A slot, a shutdown, a timeout.
+    Other,
+    /// Work was announced (or the wait timed out).
+    Work,
+    /// A worker announced that it ran out of work.
+    Idle(Uuid),
 }
 
 impl Claimer {
@@ -205,6 +226,9 @@ impl Claimer {
             self.dispatch();
             if shutdown.is_cancelled() {
                 return;
+            }
+            if self.local.is_empty() {
+                self.handed_off = false;
             }
             let free = self.semaphore.available_permits();
             let window_ms = self.config.prefetch_window.as_secs_f64() * 1e3;
@@ -235,11 +259,25 @@ impl Claimer {
                 self.concurrency,
                 self.claim_ms,
             );
-            if want == 0 || enough {
-                if self.store.claims_carry_completions() {
+            if want == 0 || enough || self.handed_off {
+                if self.store.claims_carry_completions() && !self.handed_off {
                     self.outbox.expect_claim(self.next_claim(prefetch));
+                } else {
+                    self.outbox.expect_claim(None);
                 }
-                self.wait_for_slot(shutdown).await;
+                let wake_at = if self.handed_off {
+                    0
+                } else {
+                    self.claims_at_or_below(free, prefetch, room)
+                };
+                self.local.wake_at_or_below(wake_at);
+                // A slot may have taken a task before the mark was set.
+                if self.local.len() <= wake_at && !self.handed_off {
+                    continue;
+                }
+                if let Woken::Idle(worker) = self.wait_for_slot(shutdown).await {
+                    self.hand_off(worker).await;
+                }
                 continue;
             }
             self.outbox.expect_claim(None);
@@ -250,8 +288,15 @@ impl Claimer {
             // (100 tiny jobs took 80 ms instead of a few).
             let holding = !self.local.is_empty();
             if let Some(left) = hold_off(self.drained_since, self.config.poll_interval, holding) {
-                if self.wait_for_slot_or_work(shutdown, left).await {
-                    self.drained_since = None;
+                // Claim again once the local queue is empty.
+                self.local.wake_at_or_below(0);
+                if self.local.is_empty() {
+                    continue;
+                }
+                match self.wait_for_slot_or_work(shutdown, left).await {
+                    Woken::Work => self.drained_since = None,
+                    Woken::Idle(worker) => self.hand_off(worker).await,
+                    Woken::Other => {}
                 }
                 continue;
             }
@@ -267,6 +312,9 @@ impl Claimer {
                     if got < want {
                         self.drained_since = Some(Instant::now());
                     }
+                    if got > 0 {
+                        self.announced_idle = false;
+                    }
                     add(&self.counters.claimed, got);
                     if got > 0 {
                         tracing::debug!(
@@ -281,7 +329,10 @@ impl Claimer {
                     if got == 0 {
                         if self.local.is_empty() {
                             self.pace.reset();
+                            self.announce_idle().await;
                             self.idle(shutdown).await;
+                            // Announced while this worker was idle too.
+                            self.idle_workers.skip_pending();
                         } else {
                             self.wait_for_slot(shutdown).await;
                         }
@@ -297,6 +348,42 @@ impl Claimer {
                 }
             }
         }
+    }
+
+    /// The most tasks the local queue may hold for this claimer to claim,
+    /// with the slots, pace and room as they are now (0 if it would not
+    /// claim even with none): it needs to hear of a slot taking a task
+    /// only from there on.
+    fn claims_at_or_below(&self, free: usize, prefetch: usize, room: usize) -> usize {
+        let claims = |local: usize| {
+            let want = (free + prefetch)
+                .saturating_sub(local)
+                .min(self.config.claim_batch.max(1))
+                .min(room);
+            want > 0
+                && !enough_local(
+                    local,
+                    prefetch,
+                    self.pace.average_ms(),
+                    self.concurrency,
+                    self.claim_ms,
+                )
+        };
+        // Fewer local tasks never make a claim less likely: search the
+        // boundary between the counts that claim and those that wait.
+        let (mut low, mut high) = (0, self.local.len());
+        if !claims(low) {
+            return 0;
+        }
+        while low < high {
+            let mid = (low + high).div_ceil(2);
+            if claims(mid) {
+                low = mid
+            } else {
+                high = mid - 1
+            }
+        }
+        low
     }
 
     /// When the local queue is expected to run low enough to claim again:
@@ -373,28 +460,90 @@ impl Claimer {
     }
 
     /// Waits until a slot comes free or takes a local task (either may
-    /// call for a claim), or shutdown begins.
-    async fn wait_for_slot(&self, shutdown: &CancellationToken) {
+    /// call for a claim), another worker runs out of work while tasks wait
+    /// here, or shutdown begins.
+    async fn wait_for_slot(&mut self, shutdown: &CancellationToken) -> Woken {
+        let holding = !self.local.is_empty();
         tokio::select! {
-            () = shutdown.cancelled() => {}
+            () = shutdown.cancelled() => Woken::Other,
             // We never close the semaphore, so this only fails if it were.
-            permit = self.semaphore.acquire() => drop(permit),
-            () = self.local.taken() => {}
+            permit = self.semaphore.acquire() => {
+                drop(permit);
+                Woken::Other
+            }
+            () = self.local.taken() => Woken::Other,
+            worker = self.idle_workers.next(), if holding => Woken::Idle(worker),
         }
     }
 
-    /// Waits for a slot to come free or take a local task, for work to be
-    /// announced, or for `timeout`; true unless a slot came first (or
-    /// shutdown began).
-    async fn wait_for_slot_or_work(&self, shutdown: &CancellationToken, timeout: Duration) -> bool {
+    /// Waits as [`Claimer::wait_for_slot`], and also for work to be
+    /// announced or for `timeout` (both [`Woken::Work`]).
+    async fn wait_for_slot_or_work(
+        &mut self,
+        shutdown: &CancellationToken,
+        timeout: Duration,
+    ) -> Woken {
+        let holding = !self.local.is_empty();
         tokio::select! {
-            () = shutdown.cancelled() => false,
+            () = shutdown.cancelled() => Woken::Other,
             permit = self.semaphore.acquire() => {
                 drop(permit);
-                false
+                Woken::Other
             }
-            () = self.local.taken() => false,
-            () = self.store.wait_for_work(timeout) => true,
+            () = self.local.taken() => Woken::Other,
+            () = self.store.wait_for_work(timeout) => Woken::Work,
+            worker = self.idle_workers.next(), if holding => Woken::Idle(worker),
+        }
+    }
+
+    /// Tells the other workers, once per time this worker runs out of work,
+    /// so that one holding tasks it has not started can hand some over.
+    async fn announce_idle(&mut self) {
+        if self.announced_idle {
+            return;
+        }
+        self.announced_idle = true;
+        if let Err(err) = self.store.announce_idle(self.worker).await {
+            // A hint: without it the work stays where it is.
+            tracing::debug!(error = %err, "could not announce that this worker is idle");
+        }
+    }
+
+    /// Another worker (`idle`) ran out of work: hands back to the queue the
+    /// later half of the tasks waiting here for a slot, for it to claim,
+    /// when tasks take longer than a claim's round trip (moving quicker
+    /// ones costs more than it saves). Until the local queue empties this
+    /// worker claims nothing more, or it would take them back.
+    async fn hand_off(&mut self, idle: Uuid) {
+        if idle == self.worker {
+            return;
+        }
+        let Some(average_ms) = self.pace.average_ms() else {
+            return;
+        };
+        let n = self.local.len() / 2;
+        if n == 0 || average_ms < self.claim_ms {
+            return;
+        }
+        let tasks = self.local.take_back(n);
+        let leases: Vec<(i64, Uuid)> = tasks
+            .iter()
+            .map(|(t, _)| (t.task_id, t.lease_token))
+            .collect();
+        match self.store.release(self.worker, &leases).await {
+            Ok(()) => {
+                self.handed_off = true;
+                add(&self.counters.handed_off, leases.len());
+                self.held.remove_all(leases);
+                tracing::debug!(tasks = n, to = %idle, "handed tasks back for an idle worker");
+            }
+            Err(err) => {
+                // Still ours: they wait here as before.
+                for (task, cancel) in tasks {
+                    self.local.push(task, cancel);
+                }
+                tracing::warn!(error = %err, "could not hand tasks back for an idle worker");
+            }
         }
     }
 

@@ -73,12 +73,14 @@ impl Outbox {
 
     /// Adds a finished task; a computed one's time goes into the pace
     /// (under the lock, so concurrent kernel jobs cannot lose an update).
-    fn push(&self, finished: Finished) {
+    /// Adds a finished task; returns how many now wait.
+    fn push(&self, finished: Finished) -> usize {
         let mut items = self.lock();
         if matches!(finished.outcome, Outcome::Done(_)) {
             self.pace.record(finished.compute_ms);
         }
         items.push(finished);
+        items.len()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -143,20 +145,41 @@ impl Outbox {
 #[derive(Debug, Clone)]
 pub(crate) struct Reporter {
     outbox: Arc<Outbox>,
+    held: Arc<Held>,
+    /// The completer's batch size: it records at once when this many wait.
+    flush_at: usize,
     wake: mpsc::UnboundedSender<()>,
 }
 
 impl Reporter {
-    pub(crate) fn new(outbox: Arc<Outbox>) -> (Reporter, mpsc::UnboundedReceiver<()>) {
+    pub(crate) fn new(
+        outbox: Arc<Outbox>,
+        held: Arc<Held>,
+        flush_at: usize,
+    ) -> (Reporter, mpsc::UnboundedReceiver<()>) {
         let (wake, woken) = mpsc::unbounded_channel();
-        (Reporter { outbox, wake }, woken)
+        let reporter = Reporter {
+            outbox,
+            held,
+            flush_at: flush_at.max(1),
+            wake,
+        };
+        (reporter, woken)
     }
 
+    /// Puts a finished task in the outbox, and wakes the completer when
+    /// that can change what it does: the outbox was empty (it starts to
+    /// linger), holds a full batch, or holds everything this worker has
+    /// in flight (nothing more is coming soon). Waking it for every task
+    /// preempted a kernel thread each time on a machine whose cores the
+    /// kernels keep busy (docs/worker.md).
     pub(crate) fn report(&self, finished: Finished) {
-        self.outbox.push(finished);
-        // The completer outlives every reporter unless the worker is being
-        // torn down past its deadline; then there is no one left to tell.
-        let _ = self.wake.send(());
+        let waiting = self.outbox.push(finished);
+        if waiting == 1 || waiting >= self.flush_at || self.held.len() <= waiting {
+            // The completer outlives every reporter unless the worker is
+            // being torn down past its deadline; then no one is left to tell.
+            let _ = self.wake.send(());
+        }
     }
 
     /// Hands completions the claimer could not send back to the completer.
@@ -380,6 +403,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_completer_is_woken_only_when_its_choice_can_change() {
+        let outbox = Arc::new(Outbox::new(Arc::new(Pace::new())));
+        let held = Arc::new(Held::default());
+        for id in 1..=6 {
+            held.insert(id, Uuid::nil());
+        }
+        let (reporter, mut woken) = Reporter::new(outbox.clone(), held.clone(), 4);
+        let report = |task_id| {
+            reporter.report(Finished {
+                task_id,
+                lease_token: Uuid::nil(),
+                outcome: Outcome::Cancelled,
+                compute_ms: 1.0,
+            });
+        };
+        let mut wakes = || {
+            let mut n = 0;
+            while woken.try_recv().is_ok() {
+                n += 1;
+            }
+            n
+        };
+        report(1);
+        assert_eq!(wakes(), 1, "the first waiting task starts the linger");
+        report(2);
+        report(3);
+        assert_eq!(wakes(), 0, "more of the same while others compute");
+        report(4);
+        assert_eq!(wakes(), 1, "a full batch is recorded at once");
+        outbox.take(10);
+        report(5);
+        assert_eq!(wakes(), 1, "empty again: a new linger");
+        // Six held, the first four recorded: the sixth is all that is left.
+        held.remove_all((1..=4).map(|id| (id, Uuid::nil())));
+        report(6);
+        assert_eq!(wakes(), 1, "nothing else in flight: record now");
+    }
+
+    #[test]
     fn a_claim_takes_computed_tasks_and_can_hand_them_back() {
         let outbox = Outbox::new(Arc::new(Pace::new()));
         let finished = |task_id: i64, outcome: Outcome| Finished {
@@ -535,7 +597,7 @@ mod tests {
             concurrency: 1,
             give_up: CancellationToken::new(),
         };
-        let (finished, woken) = Reporter::new(outbox);
+        let (finished, woken) = Reporter::new(outbox, held.clone(), 100);
         let running = tokio::spawn(completer.run(woken));
         let result = spec
             .validate()

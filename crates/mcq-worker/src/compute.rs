@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -93,11 +93,26 @@ impl Specs {
 
 /// Claimed tasks waiting for a compute slot: filled by the claimer, taken
 /// by the slots.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct LocalQueue {
     state: Mutex<Waiting>,
-    /// Signalled when a slot takes a task, so the claimer can top up.
+    /// Signalled when a slot takes a task and leaves at most `low_water`
+    /// waiting, so the claimer can top up.
     taken: tokio::sync::Notify,
+    /// Set by the claimer: the most tasks left waiting at which it wants
+    /// to hear of a take. Waking it at every take, to find it need not
+    /// claim yet, preempted a kernel thread each time (docs/worker.md).
+    low_water: AtomicUsize,
+}
+
+impl Default for LocalQueue {
+    fn default() -> Self {
+        LocalQueue {
+            state: Mutex::default(),
+            taken: tokio::sync::Notify::new(),
+            low_water: AtomicUsize::new(usize::MAX),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -115,18 +130,31 @@ impl LocalQueue {
 
     /// The next task for a slot, if the queue is open and not empty.
     fn take(&self) -> Option<(ClaimedTask, Arc<AtomicBool>)> {
-        let next = {
+        let (next, left) = {
             let mut waiting = self.lock();
             if waiting.closed {
-                None
+                (None, 0)
             } else {
-                waiting.tasks.pop_front()
+                (waiting.tasks.pop_front(), waiting.tasks.len())
             }
         };
-        if next.is_some() {
+        if next.is_some() && left <= self.low_water.load(Ordering::Relaxed) {
             self.taken.notify_one();
         }
         next
+    }
+
+    /// Asks to hear of takes only once at most `tasks` are left waiting.
+    pub(crate) fn wake_at_or_below(&self, tasks: usize) {
+        self.low_water.store(tasks, Ordering::Relaxed);
+    }
+
+    /// Takes up to `n` tasks from the back (the last claimed), for handing
+    /// them to another worker; they come out in queue order.
+    pub(crate) fn take_back(&self, n: usize) -> Vec<(ClaimedTask, Arc<AtomicBool>)> {
+        let mut waiting = self.lock();
+        let keep = waiting.tasks.len().saturating_sub(n);
+        waiting.tasks.split_off(keep).into()
     }
 
     /// Tasks waiting.
@@ -292,6 +320,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_claimer_hears_of_takes_only_from_its_mark_down() {
+        let queue = LocalQueue::default();
+        for id in 1..=5 {
+            queue.push(task(id, id as u64), Arc::default());
+        }
+        let heard = |queue: &LocalQueue| {
+            let taken = queue.taken();
+            tokio::pin!(taken);
+            std::future::Future::poll(
+                taken.as_mut(),
+                &mut std::task::Context::from_waker(std::task::Waker::noop()),
+            )
+            .is_ready()
+        };
+        queue.take().expect("a task");
+        assert!(heard(&queue), "without a mark every take is told");
+        queue.wake_at_or_below(2);
+        queue.take().expect("a task");
+        assert!(!heard(&queue), "three left, above the mark");
+        queue.take().expect("a task");
+        assert!(heard(&queue), "two left: at the mark");
+        let back = queue.take_back(5);
+        assert_eq!(
+            back.iter().map(|(t, _)| t.task_id).collect::<Vec<_>>(),
+            [4, 5],
+            "taken from the back, in queue order"
+        );
+        assert!(queue.is_empty());
+    }
+
+    #[tokio::test]
     async fn one_slot_runs_every_waiting_task_in_order_then_frees_its_permit() {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
@@ -304,7 +363,7 @@ mod tests {
         let outbox = Arc::new(crate::completer::Outbox::new(Arc::new(
             crate::pace::Pace::new(),
         )));
-        let (reporter, _woken) = Reporter::new(outbox.clone());
+        let (reporter, _woken) = Reporter::new(outbox.clone(), Arc::default(), 1);
         let slots = Arc::new(tokio::sync::Semaphore::new(1));
         let permit = slots.clone().try_acquire_owned().expect("a free slot");
         // One start, no claimer: the slot itself goes on to the next task.

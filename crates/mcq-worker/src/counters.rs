@@ -14,6 +14,7 @@ pub(crate) struct Counters {
     pub(crate) panicked: AtomicU64,
     pub(crate) cancelled: AtomicU64,
     pub(crate) released: AtomicU64,
+    pub(crate) handed_off: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -32,6 +33,7 @@ impl Counters {
             panicked: get(&self.panicked),
             cancelled: get(&self.cancelled),
             released: get(&self.released),
+            handed_off: get(&self.handed_off),
         }
     }
 }

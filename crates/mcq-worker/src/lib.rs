@@ -104,8 +104,11 @@ pub struct WorkerReport {
     pub panicked: u64,
     /// Tasks stopped through their cancel flag (job cancelled, or shutdown).
     pub cancelled: u64,
-    /// Tasks handed back to the queue unfinished.
+    /// Tasks handed back to the queue unfinished (cancelled, or at shutdown).
     pub released: u64,
+    /// Claimed tasks not yet started that were handed back to the queue
+    /// for a worker that had run out of work.
+    pub handed_off: u64,
 }
 
 /// One worker: register, claim, compute, complete, until shut down.

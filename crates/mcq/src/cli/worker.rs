@@ -103,6 +103,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             refused = report.refused,
             failed = report.failed,
             released = report.released,
+            handed_off = report.handed_off,
             "worker exited"
         );
         Ok(ExitCode::SUCCESS)

@@ -1,0 +1,140 @@
+//! Two workers on one embedded store: the first claims a whole batch ahead
+//! of its single slot; the second, finding the queue empty, announces that
+//! it is idle, and the first hands it half of what it has not started.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use mcq_kernel::Spec;
+use mcq_queue::{JobState, QueueConfig, Store, Submission};
+use mcq_worker::{Worker, WorkerConfig};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const JOBS: usize = 24;
+/// Paths per job: one task (at most 64 chunks of 2^16 paths, as configured
+/// below), tens of milliseconds of kernel time, far longer than a claim.
+const RUNS: u64 = 4_000_000;
+
+fn config(prefetch_window: Duration) -> WorkerConfig {
+    WorkerConfig {
+        concurrency: 1,
+        threads: 1,
+        prefetch_window,
+        ..WorkerConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
+    let dir = std::env::temp_dir().join(format!("mcq-hand-off-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let url = format!("sqlite:{}", dir.join("queue.sqlite").display());
+    let queue = QueueConfig {
+        chunks_per_task: 64,
+        ..QueueConfig::default()
+    };
+    let store = Store::connect(&url, queue).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    // The batch lasts long enough for the second worker to join.
+    let specs: Vec<Spec> = (0..JOBS as u64)
+        .map(|seed| Spec {
+            runs: Some(RUNS),
+            seed: Some(seed),
+            ..Spec::default()
+        })
+        .collect();
+    let batch = store
+        .submit(Submission {
+            as_batch: true,
+            label: None,
+            jobs: specs.clone(),
+            idempotency: None,
+        })
+        .await
+        .expect("submit")
+        .batch_id
+        .expect("a batch");
+
+    // The first worker claims as much as a minute of work ahead: after its
+    // first task it holds the rest of the batch.
+    let shutdown = CancellationToken::new();
+    let hoarder = tokio::spawn(
+        Worker::new(store.clone(), config(Duration::from_secs(60))).run(shutdown.clone()),
+    );
+    let claimed_all = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let view = store.batch(batch).await.expect("read").expect("batch");
+            if view.counts.queued == 0 {
+                return view;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the first worker claims the whole batch");
+    assert!(
+        claimed_all.counts.succeeded < JOBS as u64 / 2,
+        "the first worker was done with half the batch before the second started: {:?}",
+        claimed_all.counts
+    );
+
+    let late = tokio::spawn(
+        Worker::new(store.clone(), config(Duration::from_millis(50))).run(shutdown.clone()),
+    );
+    let done = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            let view = store.batch(batch).await.expect("read").expect("batch");
+            if view.done {
+                return view;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the batch finishes");
+    assert_eq!(done.counts.succeeded, JOBS as u64, "{:?}", done.counts);
+    shutdown.cancel();
+    let hoarder = hoarder.await.expect("join").expect("first worker");
+    let late = late.await.expect("join").expect("second worker");
+
+    assert!(
+        hoarder.handed_off > 0,
+        "the first worker handed nothing over: {hoarder:?}"
+    );
+    assert!(
+        late.completed > 0,
+        "the second worker computed nothing: {late:?}"
+    );
+    assert_eq!(hoarder.completed + late.completed, JOBS as u64);
+    assert_eq!(hoarder.refused + late.refused, 0);
+    assert_eq!(late.handed_off, 0, "{late:?}");
+
+    // Whoever computed a job, its result is the kernel's, bit for bit, and
+    // a handed-over task spent no attempt.
+    let jobs = store
+        .batch_jobs(batch, None, JOBS as u32)
+        .await
+        .expect("read the jobs")
+        .expect("the batch");
+    assert_eq!(jobs.len(), JOBS);
+    for (job, spec) in jobs.iter().zip(&specs) {
+        assert_eq!(job.state, JobState::Succeeded);
+        assert_eq!(job.attempts, 1, "job {}", job.id);
+        let expected = spec
+            .validate()
+            .expect("valid")
+            .price(&AtomicBool::new(false))
+            .expect("not cancelled");
+        let got = job.result.as_ref().expect("a result");
+        assert_eq!(
+            got.price.to_bits(),
+            expected.price.to_bits(),
+            "job {}",
+            job.id
+        );
+        assert_eq!(got.std_error.to_bits(), expected.std_error.to_bits());
+    }
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
