@@ -78,7 +78,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             }),
         ..defaults
     };
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    // One thread is enough for the claimer, completer and heartbeats, and
+    // waking one thread costs the kernel threads less than waking a pool's.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
         let signals = Signals::install();
