@@ -333,8 +333,8 @@ impl Claimer {
                             self.idle(shutdown).await;
                             // Announced while this worker was idle too.
                             self.idle_workers.skip_pending();
-                        } else {
-                            self.wait_for_slot(shutdown).await;
+                        } else if let Woken::Idle(worker) = self.wait_for_slot(shutdown).await {
+                            self.hand_off(worker).await;
                         }
                     }
                 }
