@@ -183,6 +183,19 @@ pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db
     let waiter = store.clone();
     let wait = tokio::spawn(async move { waiter.wait_for_work(Duration::from_secs(60)).await });
     idle.skip_pending();
+    if !matches!(db, Db::Sqlite(_)) {
+        // Anyone who can connect can NOTIFY: an announcement that names no
+        // worker is dropped, neither passed on nor waking anyone.
+        let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+        for payload in ["idle:not-a-uuid", "idle:", "idle:00000000-0000"] {
+            sqlx::query("SELECT pg_notify('mcq_work', $1)")
+                .bind(payload)
+                .execute(&pool)
+                .await
+                .expect("notify");
+        }
+        pool.close().await;
+    }
     for _ in 0..5 {
         other.announce_idle(idle_worker).await.expect("announce");
         // Earlier announcements may still be on their way.
@@ -198,7 +211,7 @@ pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db
     }
     assert!(
         !wait.is_finished(),
-        "an idle announcement woke a worker waiting for work"
+        "an idle announcement, or one naming no worker, woke a worker waiting for work"
     );
     wait.abort();
 }
