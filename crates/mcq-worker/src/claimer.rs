@@ -463,17 +463,7 @@ impl Claimer {
     /// call for a claim), another worker runs out of work while tasks wait
     /// here, or shutdown begins.
     async fn wait_for_slot(&mut self, shutdown: &CancellationToken) -> Woken {
-        let holding = !self.local.is_empty();
-        tokio::select! {
-            () = shutdown.cancelled() => Woken::Other,
-            // We never close the semaphore, so this only fails if it were.
-            permit = self.semaphore.acquire() => {
-                drop(permit);
-                Woken::Other
-            }
-            () = self.local.taken() => Woken::Other,
-            worker = self.idle_workers.next(), if holding => Woken::Idle(worker),
-        }
+        self.wait(shutdown, None).await
     }
 
     /// Waits as [`Claimer::wait_for_slot`], and also for work to be
@@ -483,15 +473,27 @@ impl Claimer {
         shutdown: &CancellationToken,
         timeout: Duration,
     ) -> Woken {
+        self.wait(shutdown, Some(timeout)).await
+    }
+
+    async fn wait(&mut self, shutdown: &CancellationToken, work: Option<Duration>) -> Woken {
         let holding = !self.local.is_empty();
+        let store = &self.store;
+        let work = async {
+            match work {
+                Some(timeout) => store.wait_for_work(timeout).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = shutdown.cancelled() => Woken::Other,
+            // We never close the semaphore, so this only fails if it were.
             permit = self.semaphore.acquire() => {
                 drop(permit);
                 Woken::Other
             }
             () = self.local.taken() => Woken::Other,
-            () = self.store.wait_for_work(timeout) => Woken::Work,
+            () = work => Woken::Work,
             worker = self.idle_workers.next(), if holding => Woken::Idle(worker),
         }
     }
