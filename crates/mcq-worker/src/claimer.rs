@@ -223,6 +223,7 @@ impl Claimer {
     /// Claims and dispatches until `shutdown` is cancelled.
     async fn work(&mut self, shutdown: &CancellationToken) {
         loop {
+            add(&self.counters.claimer_wakeups, 1);
             self.dispatch();
             if shutdown.is_cancelled() {
                 return;
@@ -265,14 +266,16 @@ impl Claimer {
                 } else {
                     self.outbox.expect_claim(None);
                 }
+                // `None`: no take can lead to a claim (slots busy and no
+                // prefetch yet, or tasks handed off); only a free slot can.
                 let wake_at = if self.handed_off {
-                    0
+                    None
                 } else {
                     self.claims_at_or_below(free, prefetch, room)
                 };
-                self.local.wake_at_or_below(wake_at);
+                self.local.wake_at_or_below(wake_at.unwrap_or(0));
                 // A slot may have taken a task before the mark was set.
-                if self.local.len() <= wake_at && !self.handed_off {
+                if wake_at.is_some_and(|mark| self.local.len() <= mark) {
                     continue;
                 }
                 if let Woken::Idle(worker) = self.wait_for_slot(shutdown).await {
@@ -351,10 +354,10 @@ impl Claimer {
     }
 
     /// The most tasks the local queue may hold for this claimer to claim,
-    /// with the slots, pace and room as they are now (0 if it would not
+    /// with the slots, pace and room as they are now (`None` if it would not
     /// claim even with none): it needs to hear of a slot taking a task
     /// only from there on.
-    fn claims_at_or_below(&self, free: usize, prefetch: usize, room: usize) -> usize {
+    fn claims_at_or_below(&self, free: usize, prefetch: usize, room: usize) -> Option<usize> {
         let claims = |local: usize| {
             let want = (free + prefetch)
                 .saturating_sub(local)
@@ -373,7 +376,7 @@ impl Claimer {
         // boundary between the counts that claim and those that wait.
         let (mut low, mut high) = (0, self.local.len());
         if !claims(low) {
-            return 0;
+            return None;
         }
         while low < high {
             let mid = (low + high).div_ceil(2);
@@ -383,7 +386,7 @@ impl Claimer {
                 high = mid - 1
             }
         }
-        low
+        Some(low)
     }
 
     /// When the local queue is expected to run low enough to claim again:

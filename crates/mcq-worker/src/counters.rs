@@ -15,6 +15,7 @@ pub(crate) struct Counters {
     pub(crate) cancelled: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) handed_off: AtomicU64,
+    pub(crate) claimer_wakeups: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -34,6 +35,7 @@ impl Counters {
             cancelled: get(&self.cancelled),
             released: get(&self.released),
             handed_off: get(&self.handed_off),
+            claimer_wakeups: get(&self.claimer_wakeups),
         }
     }
 }

@@ -109,6 +109,10 @@ pub struct WorkerReport {
     /// Claimed tasks not yet started that were handed back to the queue
     /// for a worker that had run out of work.
     pub handed_off: u64,
+    /// Times the claim loop ran to decide whether to claim: about once per
+    /// claim and per compute slot freed. Far more means it is spinning
+    /// instead of waiting, stealing a core from the kernels.
+    pub claimer_wakeups: u64,
 }
 
 /// One worker: register, claim, compute, complete, until shut down.

@@ -109,6 +109,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             failed = report.failed,
             released = report.released,
             handed_off = report.handed_off,
+            claimer_wakeups = report.claimer_wakeups,
             "worker exited"
         );
         Ok(ExitCode::SUCCESS)
