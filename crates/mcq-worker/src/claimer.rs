@@ -516,9 +516,9 @@ impl Claimer {
 
     /// Another worker (`idle`) ran out of work: hands back to the queue the
     /// later half of the tasks waiting here for a slot, for it to claim,
-    /// when tasks take longer than a claim's round trip (moving quicker
-    /// ones costs more than it saves). Until the local queue empties this
-    /// worker claims nothing more, or it would take them back.
+    /// when they are worth moving ([`worth_handing_off`]). Until the local
+    /// queue empties this worker claims nothing more, or it would take them
+    /// back.
     async fn hand_off(&mut self, idle: Uuid) {
         if idle == self.worker {
             return;
@@ -527,7 +527,7 @@ impl Claimer {
             return;
         };
         let n = self.local.len() / 2;
-        if n == 0 || average_ms < self.claim_ms {
+        if !worth_handing_off(n, average_ms, self.claim_ms) {
             return;
         }
         let tasks = self.local.take_back(n);
@@ -649,6 +649,16 @@ fn claim_reserve_ms(claim_ms: f64) -> f64 {
     (2.0 * claim_ms).max(1.0)
 }
 
+/// Whether `n` tasks of `average_ms` each are worth handing to an idle
+/// worker: when they hold more work than two claim round trips (the
+/// reserve of [`enough_local`]), so that the idle worker has them before
+/// this one could start them. Comparing a single task with a round trip
+/// kept 90 tasks of 0.5 ms on one worker while the other sat idle
+/// (`mcq bench compare --sweep-runs`, docs/worker.md).
+fn worth_handing_off(n: usize, average_ms: f64, claim_ms: f64) -> bool {
+    n > 0 && n as f64 * average_ms >= claim_reserve_ms(claim_ms)
+}
+
 /// How long to hold off claiming after a claim found the queue drained
 /// (`drained_since`): while tasks are still held locally, until the poll
 /// interval has passed; `None` means claim now.
@@ -685,6 +695,18 @@ mod tests {
         assert!(!enough_local(200, 1000, Some(0.01), 2, 1.0));
         assert!(enough_local(501, 1000, Some(0.01), 2, 1.0));
         assert!(enough_local(400, 1000, Some(0.01), 2, 0.5), "at least 1 ms");
+    }
+
+    #[test]
+    fn hands_off_when_the_tasks_hold_more_than_two_round_trips() {
+        // 45 tasks of 0.5 ms: 22 ms of work, against claims of 1 ms.
+        assert!(worth_handing_off(45, 0.5, 1.0));
+        // Long tasks: one is enough.
+        assert!(worth_handing_off(1, 10.0, 1.0));
+        // Too little work to be worth a release and a claim.
+        assert!(!worth_handing_off(3, 0.5, 1.0));
+        assert!(!worth_handing_off(100, 0.005, 1.0));
+        assert!(!worth_handing_off(0, 10.0, 1.0), "nothing to hand");
     }
 
     #[test]
