@@ -9,12 +9,13 @@
 //!
 //! How long it waits: at least `linger`; and while tasks take milliseconds,
 //! long enough for the next one to finish (1.5 task times per slot) if that
-//! is within `linger_max`. A completion call costs the database about the same
+//! is within 30 ms and `linger_max`. A completion call costs the database about the same
 //! whether it carries one task or three, and on a machine where the
 //! database shares the cores with the kernel every call is taken from the
-//! computation (docs/worker.md). Results then become visible up to
-//! `linger_max` later; with nothing else in flight a task is recorded at
-//! once.
+//! computation (docs/worker.md). Where claims carry completions it waits
+//! for the claimer's next claim instead, if that is expected within
+//! `linger_max`. Results then become visible up to `linger_max` later;
+//! with nothing else in flight a task is recorded at once.
 //!
 //! Finished tasks wait in the [`Outbox`]. A claimer about to claim takes
 //! the finished ones from it and sends them with its claim
@@ -381,16 +382,25 @@ fn wait_for_claim(deadline: Instant, claim: Option<Instant>, latest: Instant) ->
     }
 }
 
+/// Longest wait for the next task to finish. Batching the completions of
+/// tasks that take longer saves a call per few tens of milliseconds, too
+/// little to hold their results back for.
+const NEXT_TASK_WAIT: Duration = Duration::from_millis(30);
+
 /// How long after the expected moment of a claim the completer still
 /// leaves its finished tasks to it (about a claim's round trip).
 const CLAIM_SLACK: Duration = Duration::from_millis(3);
 
 /// Wait until `next_ms` (when the next task is expected to finish), but
-/// at least `floor`; when the next task is not expected within `max`,
-/// waiting for it buys nothing and only `floor` applies.
+/// at least `floor`; when the next task is not expected within `max` and
+/// [`NEXT_TASK_WAIT`], waiting for it buys little and only `floor` applies.
 fn linger_for(next_ms: f64, floor: Duration, max: Duration) -> Duration {
     let next = Duration::try_from_secs_f64(next_ms / 1e3).unwrap_or(Duration::ZERO);
-    if next > max { floor } else { next.max(floor) }
+    if next > max.min(NEXT_TASK_WAIT) {
+        floor
+    } else {
+        next.max(floor)
+    }
 }
 
 #[cfg(test)]
@@ -524,6 +534,24 @@ mod tests {
     }
 
     #[test]
+    fn by_default_a_claim_a_prefetch_window_away_carries_the_finished_tasks() {
+        // A busy worker claims about once per prefetch window; a shorter
+        // bound sent most completions on their own, each a call of its own
+        // and a preempted kernel (docs/worker.md).
+        let config = crate::WorkerConfig::default();
+        let now = Instant::now();
+        let claim = now + config.prefetch_window;
+        assert_eq!(
+            wait_for_claim(
+                now + Duration::from_millis(1),
+                Some(claim),
+                now + config.complete_linger_max
+            ),
+            claim + CLAIM_SLACK
+        );
+    }
+
+    #[test]
     fn lingers_for_the_next_task_while_tasks_are_short() {
         let ms = Duration::from_millis;
         let (floor, max) = (ms(1), ms(30));
@@ -537,6 +565,11 @@ mod tests {
         assert_eq!(linger_for(30.0, floor, max), max, "just within reach");
         assert_eq!(linger_for(300.0, floor, max), floor, "long tasks: no wait");
         assert_eq!(linger_for(f64::NAN, floor, max), floor, "no NaN panics");
+        assert_eq!(
+            linger_for(45.0, floor, ms(100)),
+            floor,
+            "tasks of 30 ms per slot: not held back for the next, whatever the bound"
+        );
         assert_eq!(linger_for(0.5, ms(10), ms(2)), ms(10), "floor wins");
     }
 

@@ -54,10 +54,12 @@ pub struct WorkerConfig {
     /// or waiting for a slot (with nothing else in flight it flushes at
     /// once).
     pub complete_linger: Duration,
-    /// While tasks take milliseconds the completer waits longer, for the
+    /// While tasks take milliseconds the completer waits longer: for the
     /// next task to finish (1.5 task times per slot), if that is expected
-    /// within this bound: it bounds how much later a result becomes
-    /// visible; longer tasks are recorded after `complete_linger`.
+    /// within this bound and 30 ms, or (PostgreSQL) for the claim that will
+    /// carry the finished tasks, if that is expected within this bound. It
+    /// bounds how much later a result becomes visible; longer tasks are
+    /// recorded after `complete_linger`.
     pub complete_linger_max: Duration,
     /// Longest idle wait before claiming again even without a wake-up
     /// (the fallback for lost notifications).
@@ -80,7 +82,7 @@ impl Default for WorkerConfig {
             prefetch_window: Duration::from_millis(50),
             complete_batch: 2000,
             complete_linger: Duration::from_millis(1),
-            complete_linger_max: Duration::from_millis(30),
+            complete_linger_max: Duration::from_millis(100),
             poll_interval: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(20),
             prune_interval: Some(Duration::from_secs(60)),

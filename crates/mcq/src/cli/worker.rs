@@ -36,10 +36,10 @@ pub(crate) struct Args {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 1000)]
     claim_batch: u32,
     /// Longest wait, in milliseconds, before recording finished short
-    /// tasks: for the next one to finish, or (PostgreSQL) for the claim
-    /// that will carry them. Results of tasks of a few milliseconds become
-    /// visible up to this much later; with 0 a worker waits at most 1 ms,
-    /// as it does for long tasks [default: 30].
+    /// tasks: for the next one to finish (at most 30 ms), or (PostgreSQL)
+    /// for the claim that will carry them. Results of tasks of a few
+    /// milliseconds become visible up to this much later; with 0 a worker
+    /// waits at most 1 ms, as it does for long tasks [default: 100].
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     complete_wait_ms: Option<u32>,
     /// Apply migrations before starting (normally `mcq serve` or `mcq migrate` does).
