@@ -39,7 +39,7 @@ pub(crate) struct Args {
     /// tasks: for the next one to finish (at most 30 ms), or (PostgreSQL)
     /// for the claim that will carry them. Results of tasks of a few
     /// milliseconds become visible up to this much later; with 0 a worker
-    /// waits at most 1 ms, as it does for long tasks [default: 100].
+    /// waits at most 1 ms, as it does for long tasks [default: 200].
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     complete_wait_ms: Option<u32>,
     /// Apply migrations before starting (normally `mcq serve` or `mcq migrate` does).
