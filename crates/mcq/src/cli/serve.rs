@@ -79,7 +79,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         },
     };
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    // With embedded workers the kernels keep every core busy, and each
+    // wake-up of another thread preempts one: one async thread serves the
+    // API, the claims and the completions, as in `mcq worker`.
+    let runtime = if embedded > 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    }
+    .context("starting the async runtime")?;
     runtime.block_on(async {
         let running = start(config).await?;
         // Install the SIGTERM handler before announcing the address: a
