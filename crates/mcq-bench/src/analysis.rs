@@ -44,6 +44,13 @@ pub struct LevelSummary {
     pub speedup_vs_local_1: Option<f64>,
     /// Median warm wall of `local-all` / median warm wall of this platform.
     pub efficiency_vs_local_all: Option<f64>,
+    /// Median, over the warm trials both ran, of `local-all`'s wall / this
+    /// platform's wall in the trial of the same number. The platforms'
+    /// trials run one after the other, so each ratio compares the same
+    /// minute of the machine: on a shared machine whose speed drifts
+    /// (`local-all` alone took 0.24–0.30 s for the same batch within an
+    /// hour) it is steadier than the ratio of the medians.
+    pub efficiency_paired_vs_local_all: Option<f64>,
     /// `(slots × wall − compute) / calls` over the warm trials.
     pub overhead_per_job_ms: Option<Summary>,
     /// (wall − wall of `local-all`) / calls, medians of warm trials: what
@@ -74,6 +81,31 @@ pub(crate) fn median_wall(trials: &[TrialRecord], platform: Platform, runs: u64)
         .collect();
     let walls: Vec<f64> = warm(&mine).iter().map(|t| t.wall_ms).collect();
     (!walls.is_empty()).then(|| median(&walls))
+}
+
+/// Median over the warm trial numbers that both `base` and `platform` ran
+/// of `base`'s wall / `platform`'s wall in that trial.
+fn paired_ratio(
+    trials: &[TrialRecord],
+    base: Platform,
+    platform: Platform,
+    runs: u64,
+) -> Option<f64> {
+    let of = |p: Platform| -> Vec<&TrialRecord> {
+        trials
+            .iter()
+            .filter(|t| t.platform == p && t.runs == runs)
+            .collect()
+    };
+    let (bases, mine) = (of(base), of(platform));
+    let ratios: Vec<f64> = warm(&mine)
+        .iter()
+        .filter_map(|t| {
+            let b = warm(&bases).into_iter().find(|b| b.trial == t.trial)?;
+            (t.wall_ms > 0.0).then(|| b.wall_ms / t.wall_ms)
+        })
+        .collect();
+    (!ratios.is_empty()).then(|| median(&ratios))
 }
 
 /// Summarises every (platform, level) that ran, in platform then level order.
@@ -123,6 +155,7 @@ fn level(
         compute_per_call_ms: median(&warm_jobs.iter().map(|j| j.compute_ms).collect::<Vec<_>>()),
         speedup_vs_local_1: ratio_to(Platform::Local1),
         efficiency_vs_local_all: ratio_to(Platform::LocalAll),
+        efficiency_paired_vs_local_all: paired_ratio(trials, Platform::LocalAll, platform, runs),
         overhead_per_job_ms: Summary::of(&overheads),
         extra_vs_local_all_per_job_ms: extra,
         jobs: JobSummary {
@@ -213,9 +246,41 @@ mod tests {
     }
 
     #[test]
+    fn the_paired_efficiency_compares_trials_of_the_same_number() {
+        // The machine slowed down for trial 3 (both platforms took twice
+        // as long) and the service's trial 4 was slow on its own.
+        let trials = vec![
+            trial(Platform::LocalAll, 1, 900.0, 2),
+            trial(Platform::LocalAll, 2, 500.0, 2),
+            trial(Platform::LocalAll, 3, 1000.0, 2),
+            trial(Platform::LocalAll, 4, 520.0, 2),
+            trial(Platform::Service, 1, 2000.0, 2),
+            trial(Platform::Service, 2, 550.0, 2),
+            trial(Platform::Service, 3, 1100.0, 2),
+            trial(Platform::Service, 4, 600.0, 2),
+        ];
+        let summary = summarise(&trials, &[]);
+        let service = summary
+            .iter()
+            .find(|s| s.platform == Platform::Service)
+            .unwrap();
+        // Per trial 500/550, 1000/1100, 520/600: median 10/11. The ratio of
+        // the medians (520/600) mixes the slow minute into both.
+        let paired = service.efficiency_paired_vs_local_all.unwrap();
+        assert!((paired - 10.0 / 11.0).abs() < 1e-12, "{paired}");
+        assert!((service.efficiency_vs_local_all.unwrap() - 520.0 / 600.0).abs() < 1e-12);
+        let all = summary
+            .iter()
+            .find(|s| s.platform == Platform::LocalAll)
+            .unwrap();
+        assert_eq!(all.efficiency_paired_vs_local_all, Some(1.0));
+    }
+
+    #[test]
     fn one_trial_counts_as_warm() {
         let summary = summarise(&[trial(Platform::Local1, 1, 700.0, 1)], &[]);
         assert_eq!(summary[0].wall_ms.unwrap().p50, 700.0);
         assert_eq!(summary[0].efficiency_vs_local_all, None);
+        assert_eq!(summary[0].efficiency_paired_vs_local_all, None);
     }
 }

@@ -24,13 +24,14 @@ pub(crate) fn render(levels: &[LevelSummary]) -> String {
         "min s",
         "speedup",
         "eff vs all",
+        "eff paired",
         "ovh/job ms",
         "queue p50",
         "dispatch p50",
         "latency p50",
         "same prices",
     ];
-    let rows: Vec<[String; 13]> = levels
+    let rows: Vec<[String; 14]> = levels
         .iter()
         .map(|l| {
             let p50 = |s: Option<crate::stats::Summary>| num(s.map(|s| s.p50), 2);
@@ -43,6 +44,7 @@ pub(crate) fn render(levels: &[LevelSummary]) -> String {
                 num(l.wall_ms.map(|s| s.min / 1e3), 3),
                 num(l.speedup_vs_local_1, 2),
                 num(l.efficiency_vs_local_all, 2),
+                num(l.efficiency_paired_vs_local_all, 3),
                 num(l.overhead_per_job_ms.map(|s| s.p50), 3),
                 p50(l.jobs.queue_wait_ms),
                 num(l.jobs.dispatch_ms.map(|s| s.p50), 3),

@@ -245,6 +245,7 @@ fn compare_runs_end_to_end_and_writes_every_output() {
             "wall_ms",
             "speedup_vs_local_1",
             "efficiency_vs_local_all",
+            "efficiency_paired_vs_local_all",
             "overhead_per_job_ms",
             "jobs",
         ] {
