@@ -2,18 +2,18 @@
 //! of its single slot; the second, finding the queue empty, announces that
 //! it is idle, and the first hands it half of what it has not started.
 
+mod common;
+
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use mcq_kernel::Spec;
-use mcq_queue::{JobState, QueueConfig, Store, Submission};
+use mcq_queue::JobState;
 use mcq_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 const JOBS: usize = 24;
-/// Paths per job: one task (at most 64 chunks of 2^16 paths, as configured
-/// below), tens of milliseconds of kernel time, far longer than a claim.
+/// Paths per job: one task (at most 64 chunks of 2^16 paths, as
+/// `common::store` configures), tens of milliseconds of kernel time, far longer than a claim.
 const RUNS: u64 = 4_000_000;
 
 fn config(prefetch_window: Duration) -> WorkerConfig {
@@ -27,34 +27,10 @@ fn config(prefetch_window: Duration) -> WorkerConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
-    let dir = std::env::temp_dir().join(format!("mcq-hand-off-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let url = format!("sqlite:{}", dir.join("queue.sqlite").display());
-    let queue = QueueConfig {
-        chunks_per_task: 64,
-        ..QueueConfig::default()
-    };
-    let store = Store::connect(&url, queue).await.expect("connect");
-    store.migrate().await.expect("migrate");
+    let (store, dir) = common::store("hand-off").await;
     // The batch lasts long enough for the second worker to join.
-    let specs: Vec<Spec> = (0..JOBS as u64)
-        .map(|seed| Spec {
-            runs: Some(RUNS),
-            seed: Some(seed),
-            ..Spec::default()
-        })
-        .collect();
-    let batch = store
-        .submit(Submission {
-            as_batch: true,
-            label: None,
-            jobs: specs.clone(),
-            idempotency: None,
-        })
-        .await
-        .expect("submit")
-        .batch_id
-        .expect("a batch");
+    let specs = common::specs(RUNS, 0..JOBS as u64);
+    let batch = common::submit_batch(&store, specs.clone()).await;
 
     // The first worker claims as much as a minute of work ahead: after its
     // first task it holds the rest of the batch.
@@ -82,17 +58,13 @@ async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
     let late = tokio::spawn(
         Worker::new(store.clone(), config(Duration::from_millis(50))).run(shutdown.clone()),
     );
-    let done = tokio::time::timeout(Duration::from_secs(120), async {
-        loop {
-            let view = store.batch(batch).await.expect("read").expect("batch");
-            if view.done {
-                return view;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the batch finishes");
+    let done = common::wait_done(
+        &store,
+        batch,
+        Duration::from_millis(5),
+        Duration::from_secs(120),
+    )
+    .await;
     assert_eq!(done.counts.succeeded, JOBS as u64, "{:?}", done.counts);
     shutdown.cancel();
     let hoarder = hoarder.await.expect("join").expect("first worker");
@@ -135,6 +107,5 @@ async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
         );
         assert_eq!(got.std_error.to_bits(), expected.std_error.to_bits());
     }
-    store.close().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    common::remove(store, dir).await;
 }

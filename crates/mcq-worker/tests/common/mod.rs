@@ -1,0 +1,79 @@
+//! Shared set-up of the worker tests: an embedded store in a temporary
+//! directory, whole-job tasks, a batch submitted and waited for.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mcq_kernel::Spec;
+use mcq_queue::{BatchView, QueueConfig, Store, Submission};
+use uuid::Uuid;
+
+/// A migrated SQLite store in a new temporary directory (removed by
+/// [`remove`]). Jobs stay whole: one task each, for up to 64 chunks of
+/// 2^16 paths.
+pub(crate) async fn store(name: &str) -> (Store, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mcq-{name}-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let url = format!("sqlite:{}", dir.join("queue.sqlite").display());
+    let queue = QueueConfig {
+        chunks_per_task: 64,
+        ..QueueConfig::default()
+    };
+    let store = Store::connect(&url, queue).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    (store, dir)
+}
+
+/// Specs of `runs` paths with the given seeds.
+pub(crate) fn specs(runs: u64, seeds: impl IntoIterator<Item = u64>) -> Vec<Spec> {
+    seeds
+        .into_iter()
+        .map(|seed| Spec {
+            runs: Some(runs),
+            seed: Some(seed),
+            ..Spec::default()
+        })
+        .collect()
+}
+
+/// Submits `jobs` as one batch; returns its id.
+pub(crate) async fn submit_batch(store: &Store, jobs: Vec<Spec>) -> Uuid {
+    store
+        .submit(Submission {
+            as_batch: true,
+            label: None,
+            jobs,
+            idempotency: None,
+        })
+        .await
+        .expect("submit")
+        .batch_id
+        .expect("a batch")
+}
+
+/// Waits until the batch is done, reading it every `every`; panics after
+/// `limit`.
+pub(crate) async fn wait_done(
+    store: &Store,
+    batch: Uuid,
+    every: Duration,
+    limit: Duration,
+) -> BatchView {
+    tokio::time::timeout(limit, async {
+        loop {
+            let view = store.batch(batch).await.expect("read").expect("batch");
+            if view.done {
+                return view;
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+    .await
+    .expect("the batch finishes")
+}
+
+/// Closes the store and removes its directory.
+pub(crate) async fn remove(store: Store, dir: PathBuf) {
+    store.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
