@@ -98,10 +98,11 @@ fn paired_ratio(
             .collect()
     };
     let (bases, mine) = (of(base), of(platform));
+    let bases = warm(&bases);
     let ratios: Vec<f64> = warm(&mine)
         .iter()
         .filter_map(|t| {
-            let b = warm(&bases).into_iter().find(|b| b.trial == t.trial)?;
+            let b = bases.iter().find(|b| b.trial == t.trial)?;
             (t.wall_ms > 0.0).then(|| b.wall_ms / t.wall_ms)
         })
         .collect();
@@ -212,6 +213,13 @@ mod tests {
         }
     }
 
+    fn of(summary: &[LevelSummary], platform: Platform) -> &LevelSummary {
+        summary
+            .iter()
+            .find(|s| s.platform == platform)
+            .expect("the platform ran")
+    }
+
     #[test]
     fn speedup_efficiency_and_overhead_use_warm_medians() {
         let trials = vec![
@@ -226,10 +234,7 @@ mod tests {
             trial(Platform::Service, 3, 580.0, 2),
         ];
         let summary = summarise(&trials, &[]);
-        let service = summary
-            .iter()
-            .find(|s| s.platform == Platform::Service)
-            .unwrap();
+        let service = of(&summary, Platform::Service);
         // Warm medians: local-1 1100, local-all 500, service 550.
         assert_eq!(service.cold_wall_ms, 2000.0);
         assert_eq!(service.wall_ms.unwrap().p50, 550.0);
@@ -238,10 +243,7 @@ mod tests {
         // (2 × 520 − 900)/10 = 14 and (2 × 580 − 900)/10 = 26 → median 20.
         assert!((service.overhead_per_job_ms.unwrap().p50 - 20.0).abs() < 1e-12);
         assert!((service.extra_vs_local_all_per_job_ms.unwrap() - 5.0).abs() < 1e-12);
-        let local1 = summary
-            .iter()
-            .find(|s| s.platform == Platform::Local1)
-            .unwrap();
+        let local1 = of(&summary, Platform::Local1);
         assert!((local1.speedup_vs_local_1.unwrap() - 1.0).abs() < 1e-12);
     }
 
@@ -260,19 +262,13 @@ mod tests {
             trial(Platform::Service, 4, 600.0, 2),
         ];
         let summary = summarise(&trials, &[]);
-        let service = summary
-            .iter()
-            .find(|s| s.platform == Platform::Service)
-            .unwrap();
+        let service = of(&summary, Platform::Service);
         // Per trial 500/550, 1000/1100, 520/600: median 10/11. The ratio of
         // the medians (520/600) mixes the slow minute into both.
         let paired = service.efficiency_paired_vs_local_all.unwrap();
         assert!((paired - 10.0 / 11.0).abs() < 1e-12, "{paired}");
         assert!((service.efficiency_vs_local_all.unwrap() - 520.0 / 600.0).abs() < 1e-12);
-        let all = summary
-            .iter()
-            .find(|s| s.platform == Platform::LocalAll)
-            .unwrap();
+        let all = of(&summary, Platform::LocalAll);
         assert_eq!(all.efficiency_paired_vs_local_all, Some(1.0));
     }
 
