@@ -1,0 +1,32 @@
+"""Python client for mcq, the distributed Monte Carlo job queue.
+
+>>> from mcq_client import Client
+>>> with Client("http://127.0.0.1:8080") as mcq:
+...     batch = mcq.submit_batch([{"runs": 100_000, "seed": s} for s in range(20)])
+...     mcq.wait(batch.id)
+...     prices = [r.price for r in mcq.results(batch.id)]
+
+Errors the server answers raise :class:`ProblemError`; a server that cannot
+be reached raises :class:`UnreachableError`.
+"""
+
+from .client import Client
+from .errors import FieldError, McqError, ProblemError, UnreachableError, WaitTimeout
+from .version import __version__
+from .views import Batch, BatchStatus, Job, PriceStats, Result, StateCounts
+
+__all__ = [
+    "Batch",
+    "BatchStatus",
+    "Client",
+    "FieldError",
+    "Job",
+    "McqError",
+    "PriceStats",
+    "ProblemError",
+    "Result",
+    "StateCounts",
+    "UnreachableError",
+    "WaitTimeout",
+    "__version__",
+]
