@@ -5,8 +5,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use mcq_api_types::{BatchView, JobState, JobView};
 use mcq_kernel::{CHUNK_PATHS, PriceResult, Spec};
-use mcq_queue::{BatchView, JobState, JobView, QueueConfig, Store, Submission};
+use mcq_queue::{QueueConfig, Store, Submission};
 use mcq_tests::McqProcess;
 use uuid::Uuid;
 

@@ -1,7 +1,7 @@
 //! Several worker processes share one batch: every job succeeds once, with
 //! the in-process result to the bit, however its tasks were spread.
 
-use mcq_queue::JobState;
+use mcq_api_types::JobState;
 use mcq_tests::{McqProcess, TempDir};
 
 use crate::batch;

@@ -66,7 +66,7 @@ async fn sigterm_hands_back_running_tasks_and_exits_zero() -> anyhow::Result<()>
     );
     // A hand-back gives the attempt back: the jobs look never claimed.
     for job in batch::jobs(&store, batch_id).await? {
-        if job.state == mcq_queue::JobState::Queued {
+        if job.state == mcq_api_types::JobState::Queued {
             assert_eq!(job.attempts, 0, "released job {} keeps no attempt", job.id);
         }
     }

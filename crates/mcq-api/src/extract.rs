@@ -8,7 +8,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use mcq_client::{BatchRequest, FieldProblem};
+use mcq_api_types::{BatchRequest, FieldProblem, IDEMPOTENCY_KEY};
 use mcq_kernel::Spec;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -191,7 +191,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyHeader {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        let Some(value) = parts.headers.get(mcq_client::IDEMPOTENCY_KEY) else {
+        let Some(value) = parts.headers.get(IDEMPOTENCY_KEY) else {
             return Ok(IdempotencyHeader(None));
         };
         let bad = || {

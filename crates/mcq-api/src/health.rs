@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use mcq_client::{Health, Problem};
+use mcq_api_types::{Health, Problem};
 
 use crate::AppState;
 use crate::problem::ApiError;

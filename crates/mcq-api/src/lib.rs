@@ -24,8 +24,9 @@ use axum::routing::{MethodRouter, get, post};
 use axum::{Extension, Router};
 use mcq_queue::Store;
 
+pub use mcq_api_types::PROBLEM_JSON;
 pub use openapi::{ApiDoc, openapi};
-pub use problem::{ApiError, PROBLEM_JSON};
+pub use problem::ApiError;
 
 /// Limits of the service; defaults are what `mcq serve` uses without flags.
 #[derive(Debug, Clone)]

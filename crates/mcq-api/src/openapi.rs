@@ -26,7 +26,7 @@ use utoipa::OpenApi;
         crate::health::readyz,
         crate::health::openapi_json,
     ),
-    components(schemas(mcq_client::FieldProblem)),
+    components(schemas(mcq_api_types::FieldProblem)),
     tags(
         (name = "jobs", description = "Single pricing jobs"),
         (name = "batches", description = "Batches of jobs and their statistics"),

@@ -4,11 +4,8 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mcq_client::{FieldProblem, Problem};
+use mcq_api_types::{FieldProblem, PROBLEM_JSON, Problem};
 use mcq_queue::StoreError;
-
-/// Media type of every error body.
-pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// Everything a request can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -150,8 +147,8 @@ impl From<StoreError> for ApiError {
                 detail: format!("job {index}: {message}"),
                 errors: Vec::new(),
             },
-            StoreError::Database(db) if is_unreachable(&db) => {
-                tracing::warn!(error = %db, "database unreachable");
+            err if err.is_unavailable() => {
+                tracing::warn!(error = %err, "database unreachable");
                 ApiError::Unavailable
             }
             other => {
@@ -162,22 +159,6 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// Errors that mean "the database is not there right now", as opposed to
-/// a query it refused.
-fn is_unreachable(err: &sqlx::Error) -> bool {
-    matches!(
-        err,
-        sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-    ) || err
-        .as_database_error()
-        .and_then(|db| db.code())
-        // PostgreSQL: 57P01-03 admin shutdown / crash / cannot connect now; 08xxx connection errors.
-        .is_some_and(|code| code.starts_with("57P0") || code.starts_with("08"))
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
@@ -186,5 +167,55 @@ impl IntoResponse for ApiError {
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_errors_that_are_not_the_clients_fault_are_opaque() {
+        for err in [
+            StoreError::Corrupt("unknown state \"bogus\" in jobs.state".into()),
+            StoreError::Config("lease must be at least 10 ms".into()),
+            StoreError::UnsupportedUrl("mysql://secret@db".into()),
+        ] {
+            let problem = ApiError::from(err).problem();
+            assert_eq!(
+                (
+                    problem.status,
+                    problem.kind.as_str(),
+                    problem.detail.as_str()
+                ),
+                (500, "/problems/internal", "internal error")
+            );
+        }
+    }
+
+    #[test]
+    fn a_reused_key_and_an_invalid_spec_stay_the_clients_problem() {
+        let conflict = ApiError::from(StoreError::IdempotencyConflict).problem();
+        assert_eq!(
+            (conflict.status, conflict.kind.as_str()),
+            (409, "/problems/idempotency-conflict")
+        );
+        let invalid = ApiError::from(StoreError::InvalidSpec {
+            index: 3,
+            message: "down must be positive".into(),
+        })
+        .problem();
+        assert_eq!(
+            (
+                invalid.status,
+                invalid.kind.as_str(),
+                invalid.detail.as_str()
+            ),
+            (
+                422,
+                "/problems/invalid-spec",
+                "job 3: down must be positive"
+            )
+        );
     }
 }

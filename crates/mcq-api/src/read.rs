@@ -3,8 +3,9 @@
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::{Extension, Json};
-use mcq_client::{BatchCancelled, JobCancelled, JobPage, Problem, WorkerList};
-use mcq_queue::{BatchView, JobState, JobView};
+use mcq_api_types::{
+    BatchCancelled, BatchView, JobCancelled, JobPage, JobView, Problem, WorkerList,
+};
 use serde::Deserialize;
 
 use crate::AppState;
@@ -79,7 +80,7 @@ pub(crate) async fn get_job(
         wake,
         read,
         |view: &JobView| {
-            let finished = !matches!(view.state, JobState::Queued | JobState::Running);
+            let finished = view.state.is_finished();
             Progress {
                 finished: u64::from(finished),
                 total: 1,
@@ -135,13 +136,10 @@ pub(crate) async fn get_batch(
         stopping.map(|Extension(s)| s),
         wake,
         read,
-        |view: &BatchView| {
-            let c = &view.counts;
-            Progress {
-                finished: c.succeeded + c.failed + c.cancelled,
-                total: view.total,
-                done: view.done,
-            }
+        |view: &BatchView| Progress {
+            finished: view.counts.finished(),
+            total: view.total,
+            done: view.done,
         },
     )
     .await?;
@@ -232,10 +230,7 @@ pub(crate) async fn batch_jobs(
         read,
         |jobs: &Vec<JobView>| {
             let page = &jobs[..jobs.len().min(limit as usize)];
-            let finished = page
-                .iter()
-                .filter(|job| !matches!(job.state, JobState::Queued | JobState::Running))
-                .count();
+            let finished = page.iter().filter(|job| job.state.is_finished()).count();
             Progress {
                 finished: finished as u64,
                 total: page.len() as u64,

@@ -4,9 +4,11 @@
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mcq_client::{BatchAccepted, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, Problem};
+use mcq_api_types::{
+    BatchAccepted, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, JobView, Problem,
+};
 use mcq_kernel::{Method, Spec};
-use mcq_queue::{IdempotencyKey, JobView, Submission, Submitted};
+use mcq_queue::{IdempotencyKey, Submission, Submitted};
 
 use crate::AppState;
 use crate::extract::{IdempotencyHeader, JsonBody};

@@ -15,14 +15,13 @@
 
 use std::time::Duration;
 
+use mcq_api_types::MAX_WAIT;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::problem::ApiError;
 
-/// Longest wait a client may ask for.
-pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
 /// Shortest pause between two reads of the same row.
 const MIN_PAUSE: Duration = Duration::from_millis(1);
 /// Longest pause between two reads: bounds how late a wait notices completion.
@@ -31,8 +30,7 @@ pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(25);
 /// every process wake the wait. Each read of a batch costs the database
 /// about 0.8 ms of CPU on the machine we measure on; at the 25 ms cap a
 /// waiting client read its batch 23 times in a 0.6 s `mcq bench compare`
-/// trial, CPU taken from the workers' kernels (docs/queue-perf.md,
-/// session 7).
+/// trial, CPU taken from the workers' kernels.
 pub(crate) const ANNOUNCED_MAX_PAUSE: Duration = Duration::from_millis(250);
 /// First pause while nothing is known about the pace of the work.
 const FIRST_PAUSE: Duration = Duration::from_millis(2);

@@ -3,24 +3,18 @@
 
 use std::time::Duration;
 
+use mcq_api_types::{
+    BatchAccepted, BatchCancelled, BatchRequest, BatchView, FieldProblem, Health, IDEMPOTENCY_KEY,
+    JobCancelled, JobPage, JobView, MAX_WAIT, Problem, WorkerList, WorkerView,
+};
 use mcq_kernel::Spec;
-use mcq_queue::{BatchView, JobState, JobView, WorkerView};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
-use crate::wire::{
-    BatchAccepted, BatchCancelled, BatchRequest, Health, JobCancelled, JobPage, Problem, WorkerList,
-};
-
-/// Longest `wait` the server accepts on a long poll.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
-
-/// Request header that makes a submission idempotent.
-pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
-/// Response header set to `true` when a submission replays an earlier one.
-pub const IDEMPOTENT_REPLAYED: &str = "Idempotent-Replayed";
+/// Jobs asked for per page when following a batch's pages to the end.
+const PAGE: u32 = 1000;
 
 /// What can go wrong talking to the server.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +43,7 @@ pub enum ClientError {
     },
 }
 
-fn pointers(errors: &[crate::wire::FieldProblem]) -> String {
+fn pointers(errors: &[FieldProblem]) -> String {
     errors
         .iter()
         .map(|e| format!("\n  {}: {}", e.pointer, e.detail))
@@ -79,14 +73,21 @@ pub struct Client {
 impl Client {
     /// A client for the server at `base_url`, e.g. `http://127.0.0.1:8080`.
     pub fn new(base_url: &str) -> Result<Client, ClientError> {
-        let base = base_url.trim_end_matches('/');
-        if !base.starts_with("http://") || base.len() <= "http://".len() {
-            return Err(ClientError::InvalidUrl(base_url.to_owned()));
-        }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
             .build()?;
+        Client::with_http(base_url, http)
+    }
+
+    /// A client for the server at `base_url` over an HTTP client configured
+    /// by the caller (timeouts, proxies). Its request timeout should exceed
+    /// [`MAX_WAIT`], or long polls end as errors.
+    pub fn with_http(base_url: &str, http: reqwest::Client) -> Result<Client, ClientError> {
+        let base = base_url.trim_end_matches('/');
+        if !base.starts_with("http://") || base.len() <= "http://".len() {
+            return Err(ClientError::InvalidUrl(base_url.to_owned()));
+        }
         Ok(Client {
             http,
             base: base.to_owned(),
@@ -181,11 +182,14 @@ impl Client {
         let mut jobs = Vec::new();
         let mut after = None;
         loop {
-            let page = self.batch_jobs(id, after, 1000).await?;
+            let page = self.batch_jobs(id, after, PAGE).await?;
+            let fetched = page.jobs.len();
             jobs.extend(page.jobs);
             match page.next {
-                Some(next) => after = Some(next),
-                None => return Ok(jobs),
+                // An empty page, or one pointing back at its own cursor,
+                // would loop forever.
+                Some(next) if fetched > 0 && Some(next) != after => after = Some(next),
+                _ => return Ok(jobs),
             }
         }
     }
@@ -246,7 +250,7 @@ impl Client {
         loop {
             let asked = tokio::time::Instant::now();
             let job = self.job_wait(id, refresh).await?;
-            if !matches!(job.state, JobState::Queued | JobState::Running) {
+            if job.state.is_finished() {
                 return Ok(job);
             }
             tokio::time::sleep_until(asked + refresh / 2).await;
@@ -304,4 +308,34 @@ fn unexpected(status: StatusCode, body: &[u8]) -> ClientError {
     // A short prefix is enough to recognise what answered (a proxy, another server).
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
     ClientError::Unexpected { status, body: text }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_http_urls_with_a_host_are_accepted() {
+        for bad in [
+            "",
+            "http://",
+            "https://mcq.example",
+            "127.0.0.1:8080",
+            "ftp://x",
+        ] {
+            assert!(
+                matches!(Client::new(bad), Err(ClientError::InvalidUrl(_))),
+                "{bad:?}"
+            );
+        }
+        let client = Client::new("http://127.0.0.1:8080/").expect("valid");
+        assert_eq!(client.base_url(), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn waits_go_out_in_whole_milliseconds_capped_at_the_maximum() {
+        assert_eq!(wait_param(Duration::from_micros(2_500)), "2ms");
+        assert_eq!(wait_param(Duration::from_secs(2)), "2000ms");
+        assert_eq!(wait_param(Duration::from_secs(600)), "60000ms");
+    }
 }

@@ -1,4 +1,8 @@
-//! A typed async client for the mcq HTTP API, and the API's wire types.
+//! A typed async client for the mcq HTTP API.
+//!
+//! The client speaks in the API's own wire types (`mcq_api_types`), which
+//! it re-exports so that one dependency is enough to call the service. It
+//! builds on an HTTP client alone: no database driver, no server code.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcq_client::ClientError> {
@@ -14,8 +18,6 @@
 //! ```
 
 mod client;
-mod wire;
 
-pub use client::{Client, ClientError, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, MAX_WAIT};
-pub use mcq_queue::{BatchView, JobState, JobView, WorkerView};
-pub use wire::*;
+pub use client::{Client, ClientError};
+pub use mcq_api_types::*;

@@ -5,10 +5,11 @@
 //!
 //! One [`Store`] type serves both backends: PostgreSQL for many machines,
 //! SQLite for the embedded single-machine default. All SQL of a database
-//! lives in its module ([`postgres`](crate::postgres), `sqlite`).
+//! lives in its module (`postgres`, `sqlite`).
 
 mod finished;
 mod idle;
+mod outage;
 mod plan;
 mod postgres;
 mod sqlite;

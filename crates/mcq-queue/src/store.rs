@@ -42,6 +42,19 @@ pub enum StoreError {
     Config(String),
 }
 
+impl StoreError {
+    /// True when the database is not there right now — unreachable, shut
+    /// down, or out of connections — as opposed to a query it refused or
+    /// data it holds. A caller may retry these later; every other error
+    /// will happen again.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Database(err) => crate::outage::is_outage(err),
+            _ => false,
+        }
+    }
+}
+
 /// Knobs of the queue (defaults are what users get without flags).
 #[derive(Debug, Clone)]
 pub struct QueueConfig {
@@ -354,7 +367,7 @@ impl Store {
     }
     /// Subscribes to announcements that jobs finished (succeeded, failed or
     /// cancelled), keyed by batch id, or job id for a job without a batch;
-    /// see [`FinishedEvents::wait_for`]. On PostgreSQL they come from every
+    /// see [`FinishedEvents::wait_for`](crate::FinishedEvents::wait_for). On PostgreSQL they come from every
     /// process through `NOTIFY` (one `LISTEN` connection per store, opened
     /// on the first subscription); on SQLite from this process only.
     /// Announcements are hints for long polls, never a substitute for

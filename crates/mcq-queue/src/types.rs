@@ -1,159 +1,16 @@
-//! Public data of the queue: what clients see and what workers exchange.
-//! Field names of the `*View` types are part of the HTTP API's contract.
+//! Public data of the queue: what submitters hand in and what workers
+//! exchange. What clients read comes back as the API's own views
+//! (`mcq_api_types`), into which each backend maps its rows.
 
-use chrono::{DateTime, Utc};
 use mcq_kernel::{PriceResult, Spec};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// State of a job (and, with the same names, of a task).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    /// Waiting to be claimed (possibly after a retry backoff).
-    Queued,
-    /// At least one task is claimed by a worker.
-    Running,
-    /// Result written.
-    Succeeded,
-    /// Gave up after the last attempt; `error` says why.
-    Failed,
-    /// Cancelled by a client before it finished.
-    Cancelled,
-}
-
-/// Timestamps the server records for a job, and durations derived from them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct JobTimings {
-    /// When the job was enqueued.
-    pub submitted_at: DateTime<Utc>,
-    /// When a worker first claimed one of its tasks.
-    pub started_at: Option<DateTime<Utc>>,
-    /// When its result (or final failure/cancellation) was written.
-    pub finished_at: Option<DateTime<Utc>>,
-    /// `started_at - submitted_at` in milliseconds.
-    pub queue_wait_ms: Option<f64>,
-    /// Kernel time summed over the job's successful tasks, in milliseconds.
-    pub compute_ms: Option<f64>,
-}
-
-/// A job as clients see it (`GET /v1/jobs/{id}`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct JobView {
-    /// Job id.
-    pub id: Uuid,
-    /// Batch the job was submitted in, if any.
-    pub batch_id: Option<Uuid>,
-    /// Current state.
-    pub state: JobState,
-    /// The spec as stored (defaults filled, seed drawn).
-    pub spec: Spec,
-    /// Present once the job succeeded.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<PriceResult>,
-    /// Present once the job failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Claims made so far over all of the job's tasks.
-    pub attempts: u32,
-    /// Timestamps and durations.
-    pub timings: JobTimings,
-}
-
-/// Number of a batch's jobs in each state.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct StateCounts {
-    /// Jobs waiting.
-    pub queued: u64,
-    /// Jobs being computed.
-    pub running: u64,
-    /// Jobs with a result.
-    pub succeeded: u64,
-    /// Jobs that gave up.
-    pub failed: u64,
-    /// Jobs cancelled.
-    pub cancelled: u64,
-}
-
-/// Statistics over the prices of a batch's succeeded jobs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct PriceStats {
-    /// Number of prices summarised.
-    pub count: u64,
-    /// Mean price.
-    pub mean: f64,
-    /// Smallest price.
-    pub min: f64,
-    /// Largest price.
-    pub max: f64,
-    /// Sample standard deviation of the prices (n - 1 denominator).
-    pub stddev: f64,
-    /// Standard error of the mean price: stddev / sqrt(count).
-    pub std_error: f64,
-}
-
-/// Timings of a batch as a whole.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct BatchTimings {
-    /// When the batch was enqueued.
-    pub submitted_at: DateTime<Utc>,
-    /// First claim of any of its tasks.
-    pub first_started_at: Option<DateTime<Utc>>,
-    /// Last job finished (only meaningful once `done`).
-    pub last_finished_at: Option<DateTime<Utc>>,
-    /// `last_finished_at - submitted_at` in milliseconds.
-    pub makespan_ms: Option<f64>,
-    /// Kernel time summed over all jobs, in milliseconds.
-    pub compute_ms_total: f64,
-}
-
-/// A batch as clients see it (`GET /v1/batches/{id}`), read in one query.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct BatchView {
-    /// Batch id.
-    pub id: Uuid,
-    /// Label given at submission.
-    pub label: Option<String>,
-    /// Number of jobs in the batch.
-    pub total: u64,
-    /// Jobs per state.
-    pub counts: StateCounts,
-    /// True when no job is queued or running.
-    pub done: bool,
-    /// Statistics over succeeded prices; `None` while none succeeded.
-    pub stats: Option<PriceStats>,
-    /// Timestamps and durations.
-    pub timings: BatchTimings,
-}
-
-/// A worker as listed by `GET /v1/workers`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct WorkerView {
-    /// Worker id (new on every start).
-    pub id: Uuid,
-    /// Host the worker runs on.
-    pub hostname: String,
-    /// Process id on that host.
-    pub pid: u32,
-    /// Tasks it computes at once.
-    pub concurrency: u32,
-    /// When it registered.
-    pub started_at: DateTime<Utc>,
-    /// Its last heartbeat.
-    pub last_heartbeat_at: DateTime<Utc>,
-    /// Tasks it completed.
-    pub tasks_done: u64,
-    /// Jobs whose final task it completed.
-    pub jobs_done: u64,
-}
+// The backends' read modules name the views through this module, beside
+// the queue's own types.
+pub(crate) use mcq_api_types::{
+    BatchTimings, BatchView, JobState, JobTimings, JobView, PriceStats, StateCounts, WorkerView,
+};
 
 /// A client's idempotency key and the fingerprint of the request it came with.
 #[derive(Debug, Clone, PartialEq, Eq)]

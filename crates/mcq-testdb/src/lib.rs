@@ -4,15 +4,18 @@
 //! a fresh database inside one shared cluster that this crate starts itself
 //! (or inside the server named by `MCQ_TEST_DATABASE_URL`). [`PgCluster`]
 //! starts a private cluster for tests that stop and restart the server.
+//! [`execute`] and [`query_i64`] reach either backend's tables directly.
 //!
 //! When no server can be found or started, PostgreSQL tests are skipped
 //! with a loud message — except under `CI=true`, where that is a failure.
 
 mod cluster;
+mod direct;
 
 use std::path::{Path, PathBuf};
 
 pub use cluster::PgCluster;
+pub use direct::{execute, query_i64};
 
 /// A fresh, empty PostgreSQL database for one test.
 #[derive(Debug, Clone)]

@@ -407,8 +407,9 @@ fn linger_for(next_ms: f64, floor: Duration, max: Duration) -> Duration {
 mod tests {
     use std::sync::atomic::AtomicBool;
 
+    use mcq_api_types::JobState;
     use mcq_kernel::Spec;
-    use mcq_queue::{JobState, QueueConfig, Submission, TaskOutput, WorkerInfo};
+    use mcq_queue::{QueueConfig, Submission, TaskOutput, WorkerInfo};
 
     use super::*;
 

@@ -7,7 +7,7 @@ mod common;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use mcq_queue::JobState;
+use mcq_api_types::JobState;
 use mcq_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 

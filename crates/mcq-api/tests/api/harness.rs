@@ -12,6 +12,8 @@ use tower::ServiceExt as _;
 pub(crate) struct TestApp {
     pub(crate) app: Router,
     pub(crate) url: String,
+    /// The store behind the app (clones share its pool).
+    pub(crate) store: Store,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -86,12 +88,13 @@ impl TestApp {
             .expect("connect");
         store.migrate().await.expect("migrate");
         let app = app(AppState {
-            store,
+            store: store.clone(),
             config: test_config(),
         });
         TestApp {
             app,
             url,
+            store,
             _dir: dir,
         }
     }
@@ -154,24 +157,8 @@ impl TestApp {
 
     /// Rows in the jobs table, read behind the API's back.
     pub(crate) async fn jobs_in_database(&self) -> i64 {
-        use sqlx::Connection as _;
-        let sql = "SELECT count(*) FROM jobs";
-        if self.url.starts_with("sqlite:") {
-            let mut conn = sqlx::SqliteConnection::connect(&self.url)
-                .await
-                .expect("sqlite");
-            sqlx::query_scalar(sql)
-                .fetch_one(&mut conn)
-                .await
-                .expect("count jobs")
-        } else {
-            let mut conn = sqlx::PgConnection::connect(&self.url)
-                .await
-                .expect("postgres");
-            sqlx::query_scalar(sql)
-                .fetch_one(&mut conn)
-                .await
-                .expect("count jobs")
-        }
+        mcq_testdb::query_i64(&self.url, "SELECT count(*) FROM jobs")
+            .await
+            .expect("count jobs")
     }
 }

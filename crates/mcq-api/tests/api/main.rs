@@ -6,6 +6,7 @@ mod endpoints;
 mod harness;
 mod long_poll;
 mod openapi;
+mod outage;
 
 /// Declares `<name>_sqlite` and `<name>_postgres` tests running `case`.
 #[macro_export]

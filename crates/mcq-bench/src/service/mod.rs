@@ -2,7 +2,6 @@
 //! long polls of the batch (or, with no wait, one batch request per poll),
 //! and the job timings read page by page at the end.
 
-mod http;
 mod process;
 
 use std::path::Path;
@@ -10,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use chrono::Utc;
+use mcq_client::{BatchAccepted, BatchRequest, BatchView, Client, JobState};
 use mcq_kernel::Spec;
+use uuid::Uuid;
 
 use crate::breakdown::{Poll, ServerTimes, break_down};
 use crate::trial::{CallOutcome, TrialOutcome};
-use http::Api;
 pub use process::Backend;
 use process::ServiceProcesses;
 
@@ -46,7 +46,7 @@ pub struct PollOptions {
 /// A reachable service, with the processes behind it when we started them.
 #[derive(Debug)]
 pub(crate) struct Service {
-    api: Api,
+    api: Client,
     runtime: tokio::runtime::Runtime,
     processes: Option<ServiceProcesses>,
     slots: u32,
@@ -72,7 +72,14 @@ impl Service {
                 (Some(processes), url, Some(workers))
             }
         };
-        let api = Api::new(&url)?;
+        let http = reqwest::Client::builder()
+            // Loopback measurements must not detour through a proxy from the environment.
+            .no_proxy()
+            // Room for the longest long poll and then the answer itself.
+            .timeout(mcq_client::MAX_WAIT + Duration::from_secs(60))
+            .build()
+            .context("building the HTTP client")?;
+        let api = Client::with_http(&url, http).context("the service URL")?;
         let mut service = Self {
             api,
             runtime,
@@ -90,7 +97,7 @@ impl Service {
 
     /// The server's base URL.
     pub(crate) fn url(&self) -> &str {
-        self.api.base()
+        self.api.base_url()
     }
 
     fn wait_ready(&mut self, expected_workers: Option<u32>) -> anyhow::Result<()> {
@@ -99,7 +106,7 @@ impl Service {
             if let Some(processes) = &mut self.processes {
                 processes.check_alive()?;
             }
-            if self.runtime.block_on(self.api.ready()) {
+            if self.runtime.block_on(self.api.ready()).is_ok() {
                 let workers = self
                     .runtime
                     .block_on(self.api.workers())
@@ -121,7 +128,7 @@ impl Service {
             if Instant::now() > deadline {
                 bail!(
                     "the service at {} was not ready with its workers within 60 s",
-                    self.api.base()
+                    self.api.base_url()
                 );
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -144,13 +151,18 @@ impl Service {
         let api = &self.api;
         let slots = self.slots;
         self.runtime.block_on(async move {
+            // Built before the clock starts: copying the specs is not the service's time.
+            let request = BatchRequest {
+                label: Some(label.to_owned()),
+                jobs: specs.to_vec(),
+            };
             let origin = Utc::now();
             let start = Instant::now();
-            let accepted = api.submit(label, specs).await?;
+            let accepted = submit(api, &request).await?;
             let mut polls = Vec::new();
             loop {
-                let view = api.batch(accepted.id, options.wait).await?;
-                let finished = view.counts.succeeded + view.counts.failed + view.counts.cancelled;
+                let view = poll(api, accepted.id, options.wait).await?;
+                let finished = view.counts.finished();
                 polls.push(Poll {
                     received: Utc::now(),
                     finished,
@@ -172,7 +184,10 @@ impl Service {
                 }
             }
             let wall_ms = start.elapsed().as_secs_f64() * 1e3;
-            let mut jobs = api.jobs(accepted.id).await?;
+            let mut jobs = api
+                .all_batch_jobs(accepted.id)
+                .await
+                .context("GET /v1/batches/{id}/jobs")?;
             if jobs.len() != specs.len() {
                 bail!(
                     "batch {} lists {} jobs, expected {}",
@@ -193,9 +208,9 @@ impl Service {
                         job.id
                     );
                 }
-                if job.state != "succeeded" {
+                if job.state != JobState::Succeeded {
                     bail!(
-                        "job {} ended {}: {}",
+                        "job {} ended {:?}: {}",
                         job.id,
                         job.state,
                         job.error.as_deref().unwrap_or("no error text")
@@ -243,4 +258,33 @@ impl Service {
             })
         })
     }
+}
+
+/// Submits one batch and checks that every job was accepted.
+async fn submit(api: &Client, request: &BatchRequest) -> anyhow::Result<BatchAccepted> {
+    let accepted = api
+        .submit_batch(request, None)
+        .await
+        .context("POST /v1/batches")?;
+    if accepted.job_ids.len() != request.jobs.len() {
+        bail!(
+            "the server accepted {} jobs for a batch of {}",
+            accepted.job_ids.len(),
+            request.jobs.len()
+        );
+    }
+    Ok(accepted)
+}
+
+/// The batch's counts, statistics and timings (one request); with a
+/// non-zero `wait`, a long poll answered once the batch is done or after
+/// about `wait`.
+async fn poll(api: &Client, id: Uuid, wait: Duration) -> anyhow::Result<BatchView> {
+    let view = if wait.is_zero() {
+        api.batch(id).await
+    } else {
+        // The API counts whole milliseconds; a shorter wait is still a wait.
+        api.batch_wait(id, wait.max(Duration::from_millis(1))).await
+    };
+    view.context("GET /v1/batches/{id}")
 }

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use mcq_queue::JobState;
+use mcq_api_types::JobState;
 use uuid::Uuid;
 
 use crate::harness::{Db, batch, compute, single, submit, worker};

@@ -2,8 +2,9 @@
 
 use std::sync::atomic::AtomicBool;
 
+use mcq_api_types::JobState;
 use mcq_kernel::CHUNK_PATHS;
-use mcq_queue::{IdempotencyKey, JobState, QueueConfig, StoreError, Submission};
+use mcq_queue::{IdempotencyKey, QueueConfig, StoreError, Submission};
 
 use crate::harness::{Db, batch, compute, drain, single, spec, submit, worker};
 

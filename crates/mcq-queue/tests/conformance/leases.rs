@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use mcq_queue::{ClaimedTask, JobState, QueueConfig, Reaped, TaskDone, TaskOutput};
+use mcq_api_types::JobState;
+use mcq_queue::{ClaimedTask, QueueConfig, Reaped, TaskDone, TaskOutput};
 
 use crate::harness::{Db, batch, compute, done_by, quick, single, submit, worker};
 

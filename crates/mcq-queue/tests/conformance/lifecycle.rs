@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use mcq_api_types::JobState;
 use mcq_kernel::CHUNK_PATHS;
-use mcq_queue::{Heartbeat, JobState, QueueConfig, Submission};
+use mcq_queue::{Heartbeat, QueueConfig, Submission};
 
 use crate::harness::{Db, batch, compute, drain, orphans, single, spec, submit, worker};
 

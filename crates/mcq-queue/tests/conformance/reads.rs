@@ -1,7 +1,8 @@
 //! Reads: batch statistics, paging, the worker list.
 
+use mcq_api_types::JobState;
 use mcq_kernel::{Method, OptionKind, PriceResult, VarianceReduction};
-use mcq_queue::{JobState, TaskDone, TaskOutput};
+use mcq_queue::{TaskDone, TaskOutput};
 
 use crate::harness::{Db, batch, compute, submit, worker};
 

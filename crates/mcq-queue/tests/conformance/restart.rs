@@ -1,6 +1,6 @@
 //! PostgreSQL only: a server restart under a live store. While the server
-//! is down every call fails with `StoreError::Database` (never a panic or a
-//! hang); once it is back, the same store works again without reconnecting
+//! is down every call fails with a database error that the store calls
+//! unavailable (never a panic or a hang); once it is back, the same store works again without reconnecting
 //! by hand, and leases taken before the restart are still honoured.
 
 use std::time::Duration;
@@ -44,13 +44,16 @@ async fn store_survives_a_postgres_restart() {
     });
     let cluster = stopped.await.expect("join");
     match store.claim(w, 1).await {
-        Err(StoreError::Database(_)) => {}
+        Err(err @ StoreError::Database(_)) => assert!(
+            err.is_unavailable(),
+            "a stopped server is an outage, not a refused query: {err:?}"
+        ),
         other => panic!("a stopped server must give a database error, got {other:?}"),
     }
-    assert!(matches!(
-        store.heartbeat(w, &[]).await,
-        Err(StoreError::Database(_))
-    ));
+    match store.heartbeat(w, &[]).await {
+        Err(err) => assert!(err.is_unavailable(), "{err:?}"),
+        Ok(beat) => panic!("a heartbeat reached a stopped server: {beat:?}"),
+    }
     // The listener fails to reconnect; waiting still ends at the timeout.
     tokio::time::timeout(
         Duration::from_secs(10),

@@ -6,8 +6,9 @@
 //! cancelled while staged, pages across the boundary, and batches that are
 //! not staged.
 
+use mcq_api_types::JobState;
 use mcq_kernel::CHUNK_PATHS;
-use mcq_queue::{JobState, QueueConfig, Submission};
+use mcq_queue::{QueueConfig, Submission};
 use uuid::Uuid;
 
 use crate::harness::{Db, batch, compute, drain, orphans, spec, submit, worker};

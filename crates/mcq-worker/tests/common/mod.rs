@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use mcq_api_types::BatchView;
 use mcq_kernel::Spec;
-use mcq_queue::{BatchView, QueueConfig, Store, Submission};
+use mcq_queue::{QueueConfig, Store, Submission};
 use uuid::Uuid;
 
 /// A migrated SQLite store in a new temporary directory (removed by

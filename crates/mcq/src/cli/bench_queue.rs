@@ -11,8 +11,9 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use mcq_api_types::BatchView;
 use mcq_kernel::{CHUNK_PATHS, Spec};
-use mcq_queue::{BatchView, FinishedEvents, QueueConfig, Store, Submission};
+use mcq_queue::{FinishedEvents, QueueConfig, Store, Submission};
 use uuid::Uuid;
 
 use super::serve::{init_tracing, redact};

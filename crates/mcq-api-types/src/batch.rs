@@ -1,0 +1,154 @@
+//! Batches on the wire: the submission body and its answer, the batch view
+//! with counts, price statistics and timings, and the answer to cancelling.
+
+use chrono::{DateTime, Utc};
+use mcq_kernel::Spec;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Body of `POST /v1/batches`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// Free text shown with the batch (at most 200 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The jobs, each a pricing spec; omitted fields take their defaults.
+    pub jobs: Vec<Spec>,
+}
+
+/// Answer of `POST /v1/batches` (status 202).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BatchAccepted {
+    /// Batch id: poll `GET /v1/batches/{id}`.
+    pub id: Uuid,
+    /// Job ids in submission order.
+    pub job_ids: Vec<Uuid>,
+}
+
+/// Number of a batch's jobs in each state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StateCounts {
+    /// Jobs waiting.
+    pub queued: u64,
+    /// Jobs being computed.
+    pub running: u64,
+    /// Jobs with a result.
+    pub succeeded: u64,
+    /// Jobs that gave up.
+    pub failed: u64,
+    /// Jobs cancelled.
+    pub cancelled: u64,
+}
+
+impl StateCounts {
+    /// Jobs that can change no more: succeeded, failed or cancelled.
+    pub fn finished(&self) -> u64 {
+        self.succeeded + self.failed + self.cancelled
+    }
+}
+
+/// Statistics over the prices of a batch's succeeded jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PriceStats {
+    /// Number of prices summarised.
+    pub count: u64,
+    /// Mean price.
+    pub mean: f64,
+    /// Smallest price.
+    pub min: f64,
+    /// Largest price.
+    pub max: f64,
+    /// Sample standard deviation of the prices (n - 1 denominator).
+    pub stddev: f64,
+    /// Standard error of the mean price: stddev / sqrt(count).
+    pub std_error: f64,
+}
+
+/// Timings of a batch as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BatchTimings {
+    /// When the batch was enqueued.
+    pub submitted_at: DateTime<Utc>,
+    /// First claim of any of its tasks.
+    pub first_started_at: Option<DateTime<Utc>>,
+    /// Last job finished (only meaningful once `done`).
+    pub last_finished_at: Option<DateTime<Utc>>,
+    /// `last_finished_at - submitted_at` in milliseconds.
+    pub makespan_ms: Option<f64>,
+    /// Kernel time summed over all jobs, in milliseconds.
+    pub compute_ms_total: f64,
+}
+
+/// A batch as clients see it (`GET /v1/batches/{id}`), read in one query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BatchView {
+    /// Batch id.
+    pub id: Uuid,
+    /// Label given at submission.
+    pub label: Option<String>,
+    /// Number of jobs in the batch.
+    pub total: u64,
+    /// Jobs per state.
+    pub counts: StateCounts,
+    /// True when no job is queued or running.
+    pub done: bool,
+    /// Statistics over succeeded prices; `None` while none succeeded.
+    pub stats: Option<PriceStats>,
+    /// Timestamps and durations.
+    pub timings: BatchTimings,
+}
+
+/// Answer of `POST /v1/batches/{id}/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BatchCancelled {
+    /// The batch.
+    pub id: Uuid,
+    /// How many unfinished jobs this call cancelled.
+    pub cancelled: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_without_label_is_just_its_jobs() {
+        let request = BatchRequest {
+            label: None,
+            jobs: vec![Spec::default()],
+        };
+        let json = serde_json::to_value(&request).unwrap();
+        assert_eq!(json.as_object().unwrap().len(), 1, "{json}");
+        assert_eq!(
+            serde_json::from_value::<BatchRequest>(json).unwrap(),
+            request
+        );
+    }
+
+    #[test]
+    fn a_request_with_an_unknown_field_is_refused() {
+        let err = serde_json::from_str::<BatchRequest>(r#"{"jobs": [], "lable": "x"}"#)
+            .expect_err("unknown field");
+        assert!(err.to_string().contains("lable"), "{err}");
+    }
+
+    #[test]
+    fn finished_counts_every_final_state() {
+        let counts = StateCounts {
+            queued: 1,
+            running: 2,
+            succeeded: 3,
+            failed: 4,
+            cancelled: 5,
+        };
+        assert_eq!(counts.finished(), 12);
+    }
+}

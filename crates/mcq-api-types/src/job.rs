@@ -1,0 +1,158 @@
+//! Jobs on the wire: their state, their view with timings, pages of them,
+//! and the answer to cancelling one.
+
+use chrono::{DateTime, Utc};
+use mcq_kernel::{PriceResult, Spec};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The body of `POST /v1/jobs`: one pricing spec, omitted fields taking
+/// their defaults. An alias so that signatures read as the API does.
+pub type JobRequest = Spec;
+
+/// State of a job (and, with the same names, of each of its tasks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting to be claimed (possibly after a retry backoff).
+    Queued,
+    /// At least one task is claimed by a worker.
+    Running,
+    /// Result written.
+    Succeeded,
+    /// Gave up after the last attempt; `error` says why.
+    Failed,
+    /// Cancelled by a client before it finished.
+    Cancelled,
+}
+
+impl JobState {
+    /// True once the job can change no more: succeeded, failed or cancelled.
+    pub fn is_finished(self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
+}
+
+/// Timestamps the server records for a job, and durations derived from them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct JobTimings {
+    /// When the job was enqueued.
+    pub submitted_at: DateTime<Utc>,
+    /// When a worker first claimed one of its tasks.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When its result (or final failure/cancellation) was written.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// `started_at - submitted_at` in milliseconds.
+    pub queue_wait_ms: Option<f64>,
+    /// Kernel time summed over the job's successful tasks, in milliseconds.
+    pub compute_ms: Option<f64>,
+}
+
+/// A job as clients see it (`GET /v1/jobs/{id}`, and the answer of
+/// `POST /v1/jobs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct JobView {
+    /// Job id.
+    pub id: Uuid,
+    /// Batch the job was submitted in, if any.
+    pub batch_id: Option<Uuid>,
+    /// Current state.
+    pub state: JobState,
+    /// The spec as stored (defaults filled, seed drawn).
+    pub spec: Spec,
+    /// Present once the job succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<PriceResult>,
+    /// Present once the job failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Claims made so far over all of the job's tasks.
+    pub attempts: u32,
+    /// Timestamps and durations.
+    pub timings: JobTimings,
+}
+
+/// One page of a batch's jobs (`GET /v1/batches/{id}/jobs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct JobPage {
+    /// Jobs in submission order.
+    pub jobs: Vec<JobView>,
+    /// Cursor for the next page (`?after=`); absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
+}
+
+/// Answer of `POST /v1/jobs/{id}/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct JobCancelled {
+    /// The job.
+    pub id: Uuid,
+    /// Its state afterwards: `cancelled`, or the final state it had already reached.
+    pub state: JobState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_are_snake_case_on_the_wire() {
+        let names: Vec<String> = [
+            JobState::Queued,
+            JobState::Running,
+            JobState::Succeeded,
+            JobState::Failed,
+            JobState::Cancelled,
+        ]
+        .iter()
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "\"queued\"",
+                "\"running\"",
+                "\"succeeded\"",
+                "\"failed\"",
+                "\"cancelled\""
+            ]
+        );
+    }
+
+    #[test]
+    fn only_final_states_are_finished() {
+        assert!(!JobState::Queued.is_finished());
+        assert!(!JobState::Running.is_finished());
+        assert!(JobState::Succeeded.is_finished());
+        assert!(JobState::Failed.is_finished());
+        assert!(JobState::Cancelled.is_finished());
+    }
+
+    #[test]
+    fn a_view_without_result_omits_it_and_reads_back() {
+        let view = JobView {
+            id: Uuid::nil(),
+            batch_id: None,
+            state: JobState::Queued,
+            spec: Spec::default(),
+            result: None,
+            error: None,
+            attempts: 0,
+            timings: JobTimings {
+                submitted_at: DateTime::<Utc>::UNIX_EPOCH,
+                started_at: None,
+                finished_at: None,
+                queue_wait_ms: None,
+                compute_ms: None,
+            },
+        };
+        let json = serde_json::to_value(&view).unwrap();
+        assert!(json.get("result").is_none() && json.get("error").is_none());
+        assert_eq!(serde_json::from_value::<JobView>(json).unwrap(), view);
+    }
+}

@@ -1,0 +1,37 @@
+//! The wire types of the mcq HTTP API: every body a request sends or an
+//! answer carries, and the headers and limits that belong to the contract.
+//!
+//! The server serialises exactly these types and the client decodes them,
+//! so the two cannot drift apart. The crate holds data only — no storage,
+//! no runtime — so a program that merely calls the API compiles neither a
+//! database driver nor the server. The queue maps its rows into these
+//! views; nothing here knows how they are stored.
+//!
+//! With the `openapi` feature every type derives `utoipa::ToSchema`, from
+//! which the server builds its OpenAPI document.
+
+mod batch;
+mod health;
+mod job;
+mod problem;
+mod worker;
+
+use std::time::Duration;
+
+pub use batch::{
+    BatchAccepted, BatchCancelled, BatchRequest, BatchTimings, BatchView, PriceStats, StateCounts,
+};
+pub use health::Health;
+pub use job::{JobCancelled, JobPage, JobRequest, JobState, JobTimings, JobView};
+pub use problem::{FieldProblem, PROBLEM_JSON, Problem};
+pub use worker::{WorkerList, WorkerView};
+
+/// Longest `?wait=` a long poll may ask for; the server refuses more.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// Request header that makes a submission idempotent: a repeated key with
+/// the same body replays the first answer, with another body it is a 409.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// Response header set to `true` when a submission replays an earlier one.
+pub const IDEMPOTENT_REPLAYED: &str = "Idempotent-Replayed";

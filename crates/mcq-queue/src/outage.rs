@@ -1,0 +1,77 @@
+//! Telling "the database is not there right now" from every other database
+//! error, so that callers above the queue (the API's 503, a worker's retry)
+//! decide on [`StoreError::is_unavailable`](crate::StoreError::is_unavailable)
+//! without naming the driver.
+
+/// True for errors of reaching the database — no connection, a broken
+/// one, a closed or exhausted pool, a server shutting down — and false for
+/// anything the database answered about the query itself.
+pub(crate) fn is_outage(err: &sqlx::Error) -> bool {
+    matches!(
+        err,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+    ) || err
+        .as_database_error()
+        .and_then(|db| db.code())
+        // PostgreSQL: 57P01-03 admin shutdown / crash / cannot connect now; 08xxx connection errors.
+        .is_some_and(|code| code.starts_with("57P0") || code.starts_with("08"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StoreError;
+
+    #[test]
+    fn failures_to_reach_the_database_are_outages() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        for err in [
+            sqlx::Error::Io(refused),
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+        ] {
+            assert!(is_outage(&err), "{err:?}");
+            assert!(StoreError::Database(err).is_unavailable());
+        }
+    }
+
+    #[test]
+    fn answers_about_the_query_are_not_outages() {
+        for err in [
+            sqlx::Error::RowNotFound,
+            sqlx::Error::Protocol("unexpected message".into()),
+            sqlx::Error::ColumnNotFound("spec".into()),
+        ] {
+            assert!(!is_outage(&err), "{err:?}");
+            assert!(!StoreError::Database(err).is_unavailable());
+        }
+        for err in [
+            StoreError::IdempotencyConflict,
+            StoreError::Corrupt("unknown state".into()),
+            StoreError::UnsupportedUrl("mysql://".into()),
+        ] {
+            assert!(!err.is_unavailable(), "{err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_query_is_not_an_outage_but_a_closed_pool_is() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:")
+            .await
+            .expect("open");
+        let refused = sqlx::query("SELECT * FROM no_such_table")
+            .execute(&pool)
+            .await
+            .expect_err("no such table");
+        assert!(!is_outage(&refused), "{refused:?}");
+        pool.close().await;
+        let closed = sqlx::query("SELECT 1")
+            .execute(&pool)
+            .await
+            .expect_err("closed pool");
+        assert!(is_outage(&closed), "{closed:?}");
+    }
+}
