@@ -22,21 +22,25 @@ pub(crate) async fn healthz() -> Json<Health> {
     })
 }
 
-/// The database answers.
+/// The database answers and holds the schema this binary needs.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "operations",
     responses(
-        (status = 200, description = "The database answers", body = Health),
-        (status = 503, description = "The database is unreachable", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "The database answers with the schema this server needs", body = Health),
+        (status = 503, description = "The database is unreachable, or its schema is missing or older than this server", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
-    match state.store.ping().await {
-        Ok(()) => Ok(Json(Health {
+    match state.store.schema_status().await {
+        Ok(status) if status.is_ready() => Ok(Json(Health {
             status: "ready".into(),
         })),
+        Ok(status) => {
+            tracing::warn!(%status, "not ready");
+            Err(ApiError::Unavailable)
+        }
         Err(err) => {
             tracing::warn!(error = %err, "readiness check failed");
             Err(ApiError::Unavailable)

@@ -12,11 +12,13 @@ mod idle;
 mod outage;
 mod plan;
 mod postgres;
+mod schema;
 mod sqlite;
 mod store;
 mod types;
 
 pub use finished::FinishedEvents;
 pub use idle::IdleWorkers;
+pub use schema::SchemaStatus;
 pub use store::{MAX_PAGE, QueueConfig, Store, StoreError};
 pub use types::*;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::postgres::PgQueue;
+use crate::schema::SchemaStatus;
 use crate::sqlite::SqliteQueue;
 use crate::types::*;
 
@@ -163,6 +164,13 @@ impl Store {
     /// Cheap round trip, for readiness checks.
     pub async fn ping(&self) -> Result<(), StoreError> {
         dispatch!(self, q => q.ping().await)
+    }
+    /// Whether the database holds every migration this binary embeds (a
+    /// round trip too, so an answer also means the database is reachable).
+    /// Readiness means [`SchemaStatus::Ready`]: on an empty or half-migrated
+    /// database every other call fails.
+    pub async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
+        dispatch!(self, q => q.schema_status().await)
     }
     /// The configuration this store was opened with.
     pub fn config(&self) -> &QueueConfig {

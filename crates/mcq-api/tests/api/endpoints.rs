@@ -243,3 +243,25 @@ async fn probes_workers_and_fallbacks(t: &TestApp) {
         .assert_problem(405, "/problems/method-not-allowed");
 }
 on_both!(probes, probes_workers_and_fallbacks);
+
+/// Every call fails on a database without the schema, so the server is
+/// not ready there, though it is alive.
+async fn not_ready_without_the_schema(postgres: bool) {
+    let Some(t) = TestApp::unmigrated(postgres).await else {
+        return;
+    };
+    assert_eq!(t.get("/healthz").await.status, 200);
+    t.get("/readyz")
+        .await
+        .assert_problem(503, "/problems/unavailable");
+}
+
+#[tokio::test]
+async fn not_ready_without_the_schema_sqlite() {
+    not_ready_without_the_schema(false).await;
+}
+
+#[tokio::test]
+async fn not_ready_without_the_schema_postgres() {
+    not_ready_without_the_schema(true).await;
+}

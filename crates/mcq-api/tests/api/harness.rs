@@ -74,19 +74,33 @@ impl TestApp {
     pub(crate) async fn sqlite() -> TestApp {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = mcq_testdb::sqlite_url(dir.path());
-        TestApp::over(url, Some(dir)).await
+        TestApp::over(url, Some(dir), true).await
     }
 
     pub(crate) async fn postgres() -> Option<TestApp> {
         let db = mcq_testdb::postgres().await?;
-        Some(TestApp::over(db.url, None).await)
+        Some(TestApp::over(db.url, None, true).await)
     }
 
-    async fn over(url: String, dir: Option<tempfile::TempDir>) -> TestApp {
+    /// An app over a database nobody migrated (SQLite, or PostgreSQL when
+    /// `postgres`), as a server started with `--no-migrate` too early sees.
+    pub(crate) async fn unmigrated(postgres: bool) -> Option<TestApp> {
+        if postgres {
+            let db = mcq_testdb::postgres().await?;
+            return Some(TestApp::over(db.url, None, false).await);
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = mcq_testdb::sqlite_url(dir.path());
+        Some(TestApp::over(url, Some(dir), false).await)
+    }
+
+    async fn over(url: String, dir: Option<tempfile::TempDir>, migrate: bool) -> TestApp {
         let store = Store::connect(&url, QueueConfig::default())
             .await
             .expect("connect");
-        store.migrate().await.expect("migrate");
+        if migrate {
+            store.migrate().await.expect("migrate");
+        }
         let app = app(AppState {
             store: store.clone(),
             config: test_config(),

@@ -13,10 +13,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::Connection as _;
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::finished::Announcer;
+use crate::schema::SchemaStatus;
 use crate::store::{QueueConfig, StoreError};
+
+/// `migrations/postgres`, embedded at compile time.
+static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
 
 /// Channel of the `NOTIFY` sent when work becomes available.
 const CHANNEL: &str = "mcq_work";
@@ -78,10 +83,27 @@ impl PgQueue {
 
     /// Applies `migrations/postgres`.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("../../migrations/postgres")
-            .run(&self.pool)
-            .await?;
+        MIGRATOR.run(&self.pool).await?;
         Ok(())
+    }
+
+    /// The schema against the migrations this binary embeds, in one round
+    /// trip (readiness probes of every process ask it).
+    pub(crate) async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
+        let rows =
+            sqlx::query_as::<_, (i64, bool)>("SELECT version, success FROM _sqlx_migrations")
+                .fetch_all(&self.pool)
+                .await;
+        let applied = match rows {
+            Ok(rows) => Some(rows),
+            // undefined_table: nothing was ever migrated here.
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => None,
+            Err(err) => return Err(err.into()),
+        };
+        Ok(SchemaStatus::compare(
+            SchemaStatus::needed(&MIGRATOR),
+            applied,
+        ))
     }
 
     /// One round trip.

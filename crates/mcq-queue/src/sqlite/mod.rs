@@ -17,6 +17,7 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -25,7 +26,11 @@ use uuid::Uuid;
 
 use crate::finished::{Announcer, FinishedEvents};
 use crate::idle::{IdleAnnouncer, IdleWorkers};
+use crate::schema::SchemaStatus;
 use crate::store::{QueueConfig, StoreError};
+
+/// `migrations/sqlite`, embedded at compile time.
+static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
 
 /// An SQLite file and what the queue needs around it.
 #[derive(Debug, Clone)]
@@ -83,10 +88,30 @@ impl SqliteQueue {
 
     /// Applies `migrations/sqlite`.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("../../migrations/sqlite")
-            .run(&self.writer)
-            .await?;
+        MIGRATOR.run(&self.writer).await?;
         Ok(())
+    }
+
+    /// The schema against the migrations this binary embeds.
+    pub(crate) async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations')",
+        )
+        .fetch_one(&self.reader)
+        .await?;
+        let applied = if exists {
+            Some(
+                sqlx::query_as::<_, (i64, bool)>("SELECT version, success FROM _sqlx_migrations")
+                    .fetch_all(&self.reader)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        Ok(SchemaStatus::compare(
+            SchemaStatus::needed(&MIGRATOR),
+            applied,
+        ))
     }
 
     /// One round trip.

@@ -12,6 +12,7 @@ mod leases;
 mod lifecycle;
 mod reads;
 mod restart;
+mod schema;
 mod staged;
 
 /// Instantiates each listed test for both backends.
@@ -80,4 +81,5 @@ conformance! {
     reads::batch_aggregates_equal_recomputation,
     reads::batch_jobs_pages_in_submission_order,
     reads::workers_are_listed_with_counters_until_deregistered,
+    schema::schema_status_follows_the_migrations,
 }
