@@ -134,6 +134,11 @@ impl McqProcess {
         }
     }
 
+    /// The process's whole log so far, unlabelled, to search.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// The process's log so far, labelled, for failure messages.
     pub fn logs(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

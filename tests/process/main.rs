@@ -8,5 +8,6 @@ mod batch;
 mod bench_queue;
 mod fleet;
 mod kill;
+mod probes;
 mod restart;
 mod terminate;

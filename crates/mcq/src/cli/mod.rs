@@ -7,6 +7,7 @@ mod bench_queue;
 mod demo;
 mod migrate;
 mod price;
+mod probes;
 mod serve;
 mod status;
 mod submit;

@@ -1,6 +1,7 @@
 //! `mcq worker`: one stateless worker process. Start any number, on any
 //! machine that reaches the database; SIGTERM or Ctrl-C stops one gracefully.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use mcq_queue::{QueueConfig, Store, StoreError};
 use mcq_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
+use super::probes::Probes;
 use super::serve::{Signals, init_tracing, redact};
 
 /// Flags of `mcq worker`.
@@ -45,6 +47,12 @@ pub(crate) struct Args {
     /// Apply migrations before starting (normally `mcq serve` or `mcq migrate` does).
     #[arg(long)]
     migrate: bool,
+    /// Serve `GET /healthz` (alive) and `GET /readyz` (registered, and the
+    /// database answers with the schema this binary needs) on this address,
+    /// e.g. `0.0.0.0:8080`, for orchestrators' probes; port 0 picks a free
+    /// port (logged) [default: no HTTP at all].
+    #[arg(long, value_name = "ADDR")]
+    http_listen: Option<SocketAddr>,
 }
 
 /// Runs this subcommand.
@@ -95,11 +103,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 shutdown.cancel();
             }
         });
+        // Up before connecting: an orchestrator sees the process alive (and
+        // not ready) while it waits for its database. The server ends with
+        // the runtime.
+        let probes = match args.http_listen {
+            Some(addr) => Some(Probes::start(addr).await?),
+            None => None,
+        };
         let Some(store) = connect(&args.database_url, queue, &shutdown).await? else {
             return Ok(ExitCode::SUCCESS);
         };
         if args.migrate {
             store.migrate().await.context("applying migrations")?;
+        }
+        if let Some(probes) = &probes {
+            probes.attach(store.clone());
         }
         let report = Worker::new(store, config).run(shutdown).await?;
         tracing::info!(
