@@ -2,7 +2,8 @@
 # Checks the deployment files without a container engine or a cluster:
 #   - deploy/Dockerfile with hadolint;
 #   - docker-compose.yml with `docker-compose config` (against the example
-#     env file, since the real one is not committed);
+#     env file, since the real one is not committed), and the start order,
+#     scaling and stop settings it resolves to;
 #   - deploy/k8s/*.yaml against the Kubernetes schemas (kubernetes-validate,
 #     strict: unknown fields are errors), the ScaledObject against KEDA's
 #     CRD schema kept in deploy/k8s/schemas/, and the settings that must
@@ -44,6 +45,8 @@ hadolint deploy/Dockerfile
 echo "deploy-check: docker-compose.yml"
 if docker compose version >/dev/null 2>&1; then compose=(docker compose); else compose=(docker-compose); fi
 MCQ_ENV_FILE=deploy/mcq.env.example "${compose[@]}" -f docker-compose.yml config -q
+MCQ_ENV_FILE=deploy/mcq.env.example "${compose[@]}" -f docker-compose.yml config \
+    | python3 deploy/check_compose.py docker-compose.yml
 
 echo "deploy-check: deploy/k8s against the Kubernetes $KUBERNETES_VERSION schemas"
 # KEDA's ScaledObject is not a built-in kind: the next step checks it.
