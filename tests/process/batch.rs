@@ -39,11 +39,18 @@ pub(crate) fn spec(chunks: u64, seed: u64) -> Spec {
 
 /// Submits `specs` as one batch; returns its id.
 pub(crate) async fn submit(store: &Store, specs: Vec<Spec>) -> anyhow::Result<Uuid> {
+    let jobs = specs
+        .iter()
+        .map(|spec| {
+            spec.validate()
+                .map_err(|errors| anyhow::anyhow!("invalid test spec: {errors:?}"))
+        })
+        .collect::<anyhow::Result<_>>()?;
     let submitted = store
         .submit(Submission {
             as_batch: true,
             label: Some("process test".into()),
-            jobs: specs,
+            jobs,
             idempotency: None,
         })
         .await

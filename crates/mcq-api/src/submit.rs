@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use mcq_api_types::{
     BatchAccepted, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, JobView, Problem,
 };
-use mcq_kernel::{Method, Spec};
+use mcq_kernel::{Spec, ValidSpec};
 use mcq_queue::{IdempotencyKey, Submission, Submitted};
 
 use crate::AppState;
@@ -159,41 +159,15 @@ fn check_label(label: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-/// Distinct valid seedless specs remembered while preparing one request; a
-/// linear scan of a few is cheaper than hashing a spec.
-const MODELS_KEPT: usize = 16;
-
-/// Validates every spec (defaults already filled) and draws the missing
-/// seeds, so that every task of a job uses the same stream and the stored
-/// spec says which. `prefix(i)` is the JSON pointer of spec `i`.
-fn prepare(specs: Vec<Spec>, prefix: impl Fn(usize) -> String) -> Result<Vec<Spec>, ApiError> {
+/// Validates every spec (defaults already filled); the kernel draws the
+/// missing seeds, so that every task of a job uses the same stream and the
+/// stored spec says which. `prefix(i)` is the JSON pointer of spec `i`.
+fn prepare(specs: Vec<Spec>, prefix: impl Fn(usize) -> String) -> Result<Vec<ValidSpec>, ApiError> {
     let mut errors = Vec::new();
     let mut ready = Vec::with_capacity(specs.len());
-    // Validation builds the kernel's sampling tables, which depend on the
-    // model, not the seed; the specs of a batch usually differ only in
-    // their seed. Building the tables for every spec was half of the
-    // server's CPU while accepting batches of 100 (perf), so a spec equal
-    // to an already valid one but for its seed is valid without a rebuild.
-    let mut valid_models: Vec<Spec> = Vec::new();
-    for (i, mut spec) in specs.into_iter().enumerate() {
-        if spec.seed.is_none() && spec.method == Method::Mc {
-            spec.seed = Some(rand::random());
-        }
-        let seedless = Spec {
-            seed: None,
-            ..spec.clone()
-        };
-        if valid_models.contains(&seedless) {
-            ready.push(spec);
-            continue;
-        }
+    for (i, spec) in specs.iter().enumerate() {
         match spec.validate() {
-            Ok(_) => {
-                if valid_models.len() < MODELS_KEPT {
-                    valid_models.push(seedless);
-                }
-                ready.push(spec);
-            }
+            Ok(valid) => ready.push(valid),
             Err(problems) => errors.extend(problems.into_iter().map(|p| FieldProblem {
                 pointer: format!("{}/{}", prefix(i), p.field()),
                 detail: p.to_string(),
@@ -280,7 +254,7 @@ mod tests {
         }
         .with_defaults();
         let ready = prepare(vec![good.clone()], |_| String::new()).unwrap();
-        assert!(ready[0].seed.is_some());
+        assert!(ready[0].spec().seed.is_some());
         let Err(ApiError::InvalidSpec { errors, .. }) =
             prepare(vec![good, bad], |i| format!("/jobs/{i}"))
         else {
@@ -296,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn specs_differing_only_in_seed_are_validated_once_and_keep_their_seeds() {
+    fn prepare_keeps_given_seeds_and_draws_missing_ones() {
         let spec = |seed, down| Spec {
             seed,
             down,
@@ -307,10 +281,10 @@ mod tests {
             |i| format!("/jobs/{i}"),
         )
         .unwrap();
-        assert_eq!(ready[0].seed, Some(1));
-        assert_eq!(ready[1].seed, Some(2));
-        assert!(ready[2].seed.is_some(), "a missing seed is still drawn");
-        // A spec that differs in anything but the seed is validated afresh.
+        assert_eq!(ready[0].spec().seed, Some(1));
+        assert_eq!(ready[1].spec().seed, Some(2));
+        assert!(ready[2].spec().seed.is_some(), "a missing seed is drawn");
+        // Every spec is validated, however alike the ones before it.
         let Err(ApiError::InvalidSpec { errors, .. }) = prepare(
             vec![spec(Some(1), 0.8), spec(Some(2), 0.8), spec(Some(3), 2.0)],
             |i| format!("/jobs/{i}"),

@@ -4,11 +4,13 @@
 //! This crate depends on no async runtime and no database: the service calls
 //! it from worker threads, and the same code prices locally.
 //!
-//! The flow: [`Spec::validate`] checks a request and returns a
-//! [`ValidSpec`]; [`ValidSpec::price`] prices it on the current rayon pool,
-//! or the service runs [`ValidSpec::run_chunks`] for ranges of chunks on
-//! any workers, merges the [`Partial`]s and calls [`ValidSpec::finish`].
-//! With a seed, every route gives the same bits.
+//! The flow: [`Spec::validate`] checks a request (cheaply, building no
+//! table) and returns a [`ValidSpec`]; [`ValidSpec::price`] prices it on
+//! the current rayon pool, or the service runs [`ValidSpec::run_chunks`]
+//! for ranges of chunks on any workers, merges the [`Partial`]s and calls
+//! [`ValidSpec::finish`]. The sampling tables are built the first time a
+//! valid spec is priced and shared by its clones. With a seed, every route
+//! gives the same bits.
 
 mod antithetic;
 mod blocks;
@@ -26,6 +28,7 @@ mod result;
 mod rng;
 mod simulate;
 mod spec;
+mod tables;
 mod validate;
 
 pub use error::{Cancelled, SpecError};

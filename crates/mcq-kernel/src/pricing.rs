@@ -1,24 +1,24 @@
 //! A validated spec and the ways to price it: chunk by chunk (for the
 //! service), or all at once on the current rayon pool.
 
+use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use rayon::prelude::*;
 
 use crate::antithetic::antithetic_pairs;
-use crate::blocks::BlockPlan;
 use crate::error::Cancelled;
 use crate::estimate::{self, Estimate};
 use crate::exact;
-use crate::geometric::{GeometricControl, MAX_GEOMETRIC_PERIODS};
+use crate::geometric::MAX_GEOMETRIC_PERIODS;
 use crate::model::Model;
-use crate::pair_blocks::PairPlan;
 use crate::rng::{Stream, fresh_seed};
 use crate::simulate::block_paths;
 use crate::spec::{Method, Spec, VarianceReduction};
+use crate::tables::Tables;
 use crate::validate::MAX_RUNS;
 use crate::{Partial, PriceResult};
 
@@ -43,27 +43,44 @@ enum Sampler {
     Both,
 }
 
-/// A spec that passed validation, with the model's derived quantities.
-/// Cheap to clone: the tables are shared.
-#[derive(Debug, Clone)]
+/// A spec that passed every check of [`Spec::validate`], with its seed
+/// settled; only validation makes one, and deserialising one validates
+/// again. Cheap to make and to clone: the sampling tables are built the
+/// first time the spec is priced, and clones (and [`ValidSpec::with_seed`])
+/// share them, so one spec kept where the kernel runs builds them once.
+#[derive(Clone)]
 pub struct ValidSpec {
     spec: Spec,
     model: Model,
     sampler: Sampler,
-    plan: Arc<BlockPlan>,
-    /// The pair tables, for antithetic specs only.
-    pairs: Option<Arc<PairPlan>>,
-    geometric: Option<Arc<GeometricControl>>,
-    geometric_mean: Arc<OnceLock<f64>>,
+    tables: Arc<Tables>,
+}
+
+impl fmt::Debug for ValidSpec {
+    /// The spec and which tables exist; the tables' contents would fill screens.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ValidSpec")
+            .field("spec", &self.spec)
+            .field("sampler", &self.sampler)
+            .field("tables", &self.tables)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for ValidSpec {
+    /// Equal specs (the rest is derived from the spec).
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
+    }
 }
 
 impl ValidSpec {
-    /// Builds the tables of a spec that passed every check.
+    /// A spec that passed every check, its missing seed drawn (or its
+    /// seed dropped, for `exact`). Builds no table.
     pub(crate) fn new(spec: &Spec) -> Self {
         let mut spec = spec.clone();
         let model = Model::new(&spec);
-        let exact = spec.method == Method::Exact;
-        if exact {
+        if spec.method == Method::Exact {
             spec.seed = None;
         } else if spec.seed.is_none() {
             spec.seed = Some(fresh_seed());
@@ -76,17 +93,39 @@ impl ValidSpec {
             VarianceReduction::Auto if spec.periods <= MAX_GEOMETRIC_PERIODS => Sampler::Both,
             VarianceReduction::Auto => Sampler::Arithmetic,
         };
-        let needs_geometric = !exact && matches!(sampler, Sampler::Geometric | Sampler::Both);
         Self {
-            plan: Arc::new(BlockPlan::new(&model)),
-            pairs: (!exact && sampler == Sampler::Antithetic)
-                .then(|| Arc::new(PairPlan::new(&model))),
-            geometric: needs_geometric.then(|| Arc::new(GeometricControl::new(&model))),
-            geometric_mean: Arc::new(OnceLock::new()),
             spec,
             model,
             sampler,
+            tables: Arc::default(),
         }
+    }
+
+    /// Builds now the tables that pricing this spec uses, so that a
+    /// timed run that follows measures the paths alone.
+    pub fn build_tables(&self) {
+        if self.spec.method == Method::Exact {
+            return;
+        }
+        let (model, tables) = (&self.model, &*self.tables);
+        match self.sampler {
+            Sampler::Antithetic => {
+                tables.pairs(model);
+            }
+            Sampler::Plain | Sampler::Arithmetic => {
+                tables.blocks(model);
+            }
+            Sampler::Geometric | Sampler::Both => {
+                tables.blocks(model);
+                tables.geometric(model);
+            }
+        }
+    }
+
+    /// Names of the tables built so far, for tests of who builds what.
+    #[cfg(test)]
+    pub(crate) fn tables_built(&self) -> Vec<&'static str> {
+        self.tables.built()
     }
 
     /// The same spec with another seed, sharing this one's tables: they
@@ -137,25 +176,30 @@ impl ValidSpec {
             return Partial::default();
         }
         let stream = Stream::new(self.spec.seed.unwrap_or(0), chunk);
-        let (model, plan) = (&self.model, &*self.plan);
-        let geo = self.geometric.as_deref().map_or(&[][..], |g| &g.payoff[..]);
+        let (model, tables) = (&self.model, &*self.tables);
+        let geometric = || &tables.geometric(model).payoff[..];
         let sums = match self.sampler {
             Sampler::Antithetic => {
                 let pairs = paths.div_ceil(2);
-                // Built with the spec whenever the sampler is antithetic.
-                let Some(pair_plan) = self.pairs.as_deref() else {
-                    return Partial::default();
-                };
+                let plan = tables.pairs(model);
                 return Partial::from_chunk(
                     2 * pairs,
                     pairs,
-                    &antithetic_pairs(model, pair_plan, stream, pairs),
+                    &antithetic_pairs(model, plan, stream, pairs),
                 );
             }
-            Sampler::Plain => block_paths::<false, false>(model, plan, geo, stream, paths),
-            Sampler::Arithmetic => block_paths::<true, false>(model, plan, geo, stream, paths),
-            Sampler::Geometric => block_paths::<false, true>(model, plan, geo, stream, paths),
-            Sampler::Both => block_paths::<true, true>(model, plan, geo, stream, paths),
+            Sampler::Plain => {
+                block_paths::<false, false>(model, tables.blocks(model), &[], stream, paths)
+            }
+            Sampler::Arithmetic => {
+                block_paths::<true, false>(model, tables.blocks(model), &[], stream, paths)
+            }
+            Sampler::Geometric => {
+                block_paths::<false, true>(model, tables.blocks(model), geometric(), stream, paths)
+            }
+            Sampler::Both => {
+                block_paths::<true, true>(model, tables.blocks(model), geometric(), stream, paths)
+            }
         };
         Partial::from_chunk(paths, paths, &sums)
     }
@@ -206,9 +250,7 @@ impl ValidSpec {
     }
 
     fn geometric_mean(&self) -> f64 {
-        *self
-            .geometric_mean
-            .get_or_init(|| self.geometric.as_ref().map_or(0.0, |g| g.mean(&self.model)))
+        self.tables.geometric_mean(&self.model)
     }
 
     fn result(
@@ -268,6 +310,8 @@ impl ValidSpec {
     /// Prices the whole spec in this process on the current rayon pool
     /// (all methods and modes), checking `cancel` between chunks.
     pub fn price(&self, cancel: &AtomicBool) -> Result<PriceResult, Cancelled> {
+        // The reported time is the computation's: tables come first.
+        self.build_tables();
         let started = Instant::now();
         if self.spec.method == Method::Exact {
             return Ok(self.exact_result(started));

@@ -1,5 +1,9 @@
-//! Checks a [`Spec`] once, collecting every problem, and builds the
-//! [`ValidSpec`] the estimators run on.
+//! Checks a [`Spec`], collecting every problem, and yields the
+//! [`ValidSpec`] the estimators run on. The checks are a few comparisons
+//! and powers: they build no table, so a front end can check every spec
+//! of a large batch and the queue can trust what it is handed.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::SpecError;
 use crate::exact::MAX_EXACT_PERIODS;
@@ -21,8 +25,10 @@ pub const MIN_RUNS: u64 = 2;
 pub const MAX_PATH_VALUE: f64 = 1e100;
 
 impl Spec {
-    /// Validates every field; returns all problems found, not just the first.
-    /// A missing seed is drawn here and kept in [`ValidSpec::spec`].
+    /// Checks every field and every rule between fields; returns all
+    /// problems found, not just the first. A missing seed is drawn here and
+    /// kept in [`ValidSpec::spec`] (`exact` drops its seed). Builds no
+    /// sampling table: pricing builds them on first use.
     pub fn validate(&self) -> Result<ValidSpec, Vec<SpecError>> {
         let mut errors = Vec::new();
         let numbers = [
@@ -48,6 +54,25 @@ impl Spec {
         } else {
             Err(errors)
         }
+    }
+}
+
+impl Serialize for ValidSpec {
+    /// As its spec: the stored and wire form.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.spec().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ValidSpec {
+    /// Reads a spec and validates it: stored text is not trusted to have
+    /// passed the checks of this build.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let spec = Spec::deserialize(deserializer)?;
+        spec.validate().map_err(|errors| {
+            let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            serde::de::Error::custom(format!("invalid spec: {}", text.join("; ")))
+        })
     }
 }
 

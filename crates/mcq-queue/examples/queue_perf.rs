@@ -93,16 +93,13 @@ async fn main() -> anyhow::Result<()> {
 
 /// A batch of tiny jobs with distinct seeds.
 fn batch(n: u64, first_seed: u64) -> Submission {
-    let spec = Spec {
+    let valid = Spec {
         runs: Some(2),
         ..Spec::default()
-    };
-    let jobs = (0..n)
-        .map(|i| Spec {
-            seed: Some(first_seed + i),
-            ..spec.clone()
-        })
-        .collect();
+    }
+    .validate()
+    .expect("a valid spec");
+    let jobs = (0..n).map(|i| valid.with_seed(first_seed + i)).collect();
     Submission {
         as_batch: true,
         label: Some("perf".into()),

@@ -2,7 +2,6 @@
 //! tasks, how a finished job's task outputs become its result, and the
 //! spelling of states in the database.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 use mcq_kernel::{Partial, PriceResult, Spec, ValidSpec};
@@ -43,9 +42,9 @@ impl Plan {
     }
 }
 
-/// Validates every spec of a submission and splits each job into tasks of
-/// `chunks_per_task` kernel chunks. Nothing touches the database, so an
-/// invalid spec rejects the whole submission before any write.
+/// Splits each job of a submission (its specs already validated) into
+/// tasks of `chunks_per_task` kernel chunks. Nothing touches the database,
+/// so a refused submission stores nothing.
 pub(crate) fn plan(submission: &Submission, chunks_per_task: u64) -> Result<Plan, StoreError> {
     if submission.jobs.is_empty() {
         return Err(StoreError::InvalidSpec {
@@ -54,15 +53,11 @@ pub(crate) fn plan(submission: &Submission, chunks_per_task: u64) -> Result<Plan
         });
     }
     let per_task = chunks_per_task.max(1);
-    // Validation builds the kernel's tables; specs of a batch usually differ
-    // only in their seed, so the chunk count is remembered per seedless spec.
-    let mut chunk_counts: HashMap<String, (Option<u64>, bool)> = HashMap::new();
     let mut jobs = Vec::with_capacity(submission.jobs.len());
-    for (index, spec) in submission.jobs.iter().enumerate() {
-        let (stored, chunks) = checked_spec(spec, index, &mut chunk_counts)?;
+    for valid in &submission.jobs {
         let spec_json =
-            serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let tasks = match chunks {
+            serde_json::to_string(valid).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let tasks = match valid.chunk_count() {
             None => vec![None],
             Some(count) => (0..count.div_ceil(per_task).max(1))
                 .map(|t| Some(t * per_task..((t + 1) * per_task).min(count)))
@@ -78,50 +73,9 @@ pub(crate) fn plan(submission: &Submission, chunks_per_task: u64) -> Result<Plan
     Ok(Plan { batch_id, jobs })
 }
 
-/// The spec to store and its chunk count, validating through the kernel
-/// once per distinct seedless spec.
-fn checked_spec(
-    spec: &Spec,
-    index: usize,
-    cache: &mut HashMap<String, (Option<u64>, bool)>,
-) -> Result<(Spec, Option<u64>), StoreError> {
-    let invalid = |errors: Vec<mcq_kernel::SpecError>| StoreError::InvalidSpec {
-        index,
-        message: errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-    };
-    if spec.seed.is_none() {
-        // The kernel draws the seed (or drops it for `exact`): keep its spec.
-        let valid = spec.validate().map_err(invalid)?;
-        return Ok((valid.spec().clone(), valid.chunk_count()));
-    }
-    let seedless = Spec {
-        seed: None,
-        ..spec.clone()
-    };
-    let key = serde_json::to_string(&seedless).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    if let Some(&(chunks, drops_seed)) = cache.get(&key) {
-        let seed = if drops_seed { None } else { spec.seed };
-        return Ok((Spec { seed, ..seedless }, chunks));
-    }
-    let valid = spec.validate().map_err(invalid)?;
-    let chunks = valid.chunk_count();
-    if cache.len() < 1024 {
-        // The kernel drops the seed of specs that do not use one (`exact`).
-        cache.insert(key, (chunks, valid.spec().seed.is_none()));
-    }
-    Ok((valid.spec().clone(), chunks))
-}
-
-/// Parses a stored spec and validates it for `finish`.
+/// Parses a stored spec, validating it again, for `finish`.
 pub(crate) fn valid_spec(spec_json: &str) -> Result<ValidSpec, StoreError> {
-    let spec: Spec = serde_json::from_str(spec_json)
-        .map_err(|e| StoreError::Corrupt(format!("stored spec: {e}")))?;
-    spec.validate()
-        .map_err(|errors| StoreError::Corrupt(format!("stored spec no longer valid: {errors:?}")))
+    serde_json::from_str(spec_json).map_err(|e| StoreError::Corrupt(format!("stored spec: {e}")))
 }
 
 /// Serialises a task's partial for the `tasks.partial` column.

@@ -2,7 +2,7 @@
 //! exchange. What clients read comes back as the API's own views
 //! (`mcq_api_types`), into which each backend maps its rows.
 
-use mcq_kernel::{PriceResult, Spec};
+use mcq_kernel::{PriceResult, Spec, ValidSpec};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -29,8 +29,9 @@ pub struct Submission {
     pub as_batch: bool,
     /// Batch label.
     pub label: Option<String>,
-    /// Validated specs with defaults filled and seeds drawn.
-    pub jobs: Vec<Spec>,
+    /// The jobs' specs, validated (defaults filled, seeds drawn); the
+    /// queue stores them as they are.
+    pub jobs: Vec<ValidSpec>,
     /// Optional idempotency key.
     pub idempotency: Option<IdempotencyKey>,
 }

@@ -594,7 +594,7 @@ mod tests {
             .submit(Submission {
                 as_batch: false,
                 label: None,
-                jobs: vec![spec.clone()],
+                jobs: vec![spec.validate().expect("valid")],
                 idempotency: None,
             })
             .await

@@ -5,8 +5,8 @@
 //! once and the tokio runtime never blocks. A slot takes tasks from the
 //! queue one after the other until it is empty, so a finished task is
 //! followed by the next on the same thread: handing each task over through
-//! the claimer cost a wake-up of the async runtime per task, during which
-//! the core sat idle (docs/worker.md). Each outcome goes to the completer's
+//! the claimer would cost a wake-up of the async runtime per task, with the
+//! core idle meanwhile (docs/worker.md). Each outcome goes to the completer's
 //! outbox; the permit is returned when the slot finds the queue empty (or
 //! closed), however its last task ended, and only after that task's outcome
 //! is in the outbox, so a claimer woken by the free slot finds it there.
@@ -44,13 +44,16 @@ pub(crate) struct Finished {
     pub(crate) compute_ms: f64,
 }
 
-/// Validated specs recently computed, by spec without its seed.
+/// Valid specs recently computed, by spec without its seed: the worker's
+/// one cache of the kernel's sampling tables.
 ///
-/// Validation builds the kernel's sampling tables, which depend on the
-/// model only; for tiny tasks that was most of a worker's CPU (measured
-/// with `perf`: 38% in building tables during a burn-down of 2-path jobs).
-/// The specs of a batch usually differ only in their seed, so the tables
-/// are built once and shared ([`mcq_kernel::ValidSpec::with_seed`]).
+/// A valid spec builds its tables the first time it is priced, and they
+/// depend on the model only; for tiny tasks building them is most of the
+/// work (measured with `perf`: 38% of a worker's CPU during a burn-down of
+/// 2-path jobs, with tables built per task). The specs of a batch
+/// usually differ only in their seed, so each task's spec is taken from
+/// the one kept here ([`mcq_kernel::ValidSpec::with_seed`]) and the tables
+/// are built once.
 #[derive(Debug, Default)]
 pub(crate) struct Specs {
     recent: Mutex<VecDeque<(Spec, ValidSpec)>>,
@@ -61,8 +64,8 @@ pub(crate) struct Specs {
 const SPECS_KEPT: usize = 8;
 
 impl Specs {
-    /// `spec` validated, from the tables of an equal seedless spec if one
-    /// was seen recently.
+    /// `spec` validated, sharing the tables of an equal seedless spec if
+    /// one was seen recently.
     fn validate(&self, spec: &Spec) -> Result<ValidSpec, Vec<SpecError>> {
         let seedless = Spec {
             seed: None,
@@ -101,7 +104,7 @@ pub(crate) struct LocalQueue {
     taken: tokio::sync::Notify,
     /// Set by the claimer: the most tasks left waiting at which it wants
     /// to hear of a take. Waking it at every take, to find it need not
-    /// claim yet, preempted a kernel thread each time (docs/worker.md).
+    /// claim yet, would preempt a kernel thread each time (docs/worker.md).
     low_water: AtomicUsize,
 }
 

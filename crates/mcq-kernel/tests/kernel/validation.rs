@@ -2,8 +2,8 @@
 //! panics or produces NaN.
 
 use mcq_kernel::{
-    MAX_EXACT_PERIODS, MAX_PERIODS, MAX_RUNS, Method, OptionKind, Spec, SpecError,
-    VarianceReduction,
+    MAX_EXACT_PERIODS, MAX_GEOMETRIC_PERIODS, MAX_PATH_VALUE, MAX_PERIODS, MAX_RUNS, MIN_RUNS,
+    Method, OptionKind, Spec, SpecError, ValidSpec, VarianceReduction,
 };
 use proptest::prelude::*;
 
@@ -290,6 +290,54 @@ fn any_spec() -> impl Strategy<Value = Spec> {
         )
 }
 
+/// The rules of a valid spec, restated from their documentation (0 < d <
+/// R < u, sizes in range, finite path values, prices and discount): an
+/// oracle written apart from the checks, which must accept exactly these.
+fn follows_the_rules(spec: &Spec) -> bool {
+    let numbers = [
+        spec.initial,
+        spec.exercise,
+        spec.up,
+        spec.down,
+        spec.interest,
+    ];
+    let n = spec.periods;
+    let mc = spec.method == Method::Mc;
+    let min_runs = match spec.variance_reduction {
+        VarianceReduction::Antithetic => 2 * MIN_RUNS,
+        _ => MIN_RUNS,
+    };
+    let model = numbers.iter().all(|x| x.is_finite())
+        && spec.initial > 0.0
+        && spec.exercise >= 0.0
+        && 0.0 < spec.down
+        && spec.down < spec.interest
+        && spec.interest < spec.up;
+    let size = (1..=MAX_PERIODS).contains(&n)
+        && (mc || n <= MAX_EXACT_PERIODS)
+        && !(mc
+            && spec.variance_reduction == VarianceReduction::Geometric
+            && n > MAX_GEOMETRIC_PERIODS);
+    let paths = match (spec.runs, spec.target_std_error) {
+        (Some(_), Some(_)) => false,
+        (None, None) => !mc,
+        (Some(runs), None) => (min_runs..=MAX_RUNS).contains(&runs),
+        (None, Some(target)) => target.is_finite() && target > 0.0,
+    };
+    if !(model && size && paths) {
+        return false;
+    }
+    let top = spec.up.powi(n as i32);
+    let growth = spec.interest.powi(n as i32);
+    let ratio = spec.exercise / spec.initial;
+    let largest_payoff =
+        spec.initial * top.max(1.0).max(ratio) * f64::from(n + 1) / growth.min(1.0);
+    top <= MAX_PATH_VALUE
+        && growth >= 1.0 / MAX_PATH_VALUE
+        && ratio <= MAX_PATH_VALUE
+        && largest_payoff <= 1e290
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
@@ -308,6 +356,31 @@ proptest! {
         prop_assert!(result.variance_reduction_factor.is_none_or(f64::is_finite));
         let text = serde_json::to_string(&result).unwrap();
         prop_assert!(!text.contains("null,") || text.contains("\"seed\":null"), "{text}");
+    }
+
+    #[test]
+    fn validation_accepts_exactly_the_specs_that_follow_the_rules(spec in any_spec()) {
+        let valid = spec.validate();
+        prop_assert_eq!(valid.is_ok(), follows_the_rules(&spec), "{:?} -> {:?}", spec, valid);
+    }
+
+    #[test]
+    fn a_valid_spec_survives_serde_and_a_stored_invalid_one_is_refused(spec in any_spec()) {
+        let json = serde_json::to_string(&spec).unwrap();
+        let read = serde_json::from_str::<ValidSpec>(&json);
+        match spec.validate() {
+            Ok(valid) => {
+                let read = read.expect("a valid spec reads back");
+                prop_assert_eq!(&read, &valid);
+                prop_assert_eq!(serde_json::to_string(&read).unwrap(), serde_json::to_string(&valid).unwrap());
+            }
+            // Non-finite numbers are written as null, which reads as no number.
+            Err(_) if json.contains("null") => prop_assert!(read.is_err()),
+            Err(errors) => {
+                let refused = read.expect_err("an invalid spec must not read as valid").to_string();
+                prop_assert!(errors.iter().all(|e| refused.contains(&e.to_string())), "{refused}");
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcq_kernel::{Spec, VarianceReduction};
+use mcq_kernel::{Spec, ValidSpec, VarianceReduction};
 use mcq_queue::{
     ClaimedTask, QueueConfig, Store, Submission, Submitted, TaskDone, TaskOutput, WorkerInfo,
 };
@@ -86,12 +86,17 @@ pub(crate) fn spec(runs: u64, seed: u64) -> Spec {
     }
 }
 
+/// [`spec`] validated, as a submission takes it.
+pub(crate) fn job(runs: u64, seed: u64) -> ValidSpec {
+    spec(runs, seed).validate().expect("test specs are valid")
+}
+
 /// A batch of `n` small jobs with seeds 1..=n.
 pub(crate) fn batch(n: u64) -> Submission {
     Submission {
         as_batch: true,
         label: Some("test".into()),
-        jobs: (1..=n).map(|s| spec(1000, s)).collect(),
+        jobs: (1..=n).map(|s| job(1000, s)).collect(),
         idempotency: None,
     }
 }
@@ -101,7 +106,7 @@ pub(crate) fn single(seed: u64) -> Submission {
     Submission {
         as_batch: false,
         label: None,
-        jobs: vec![spec(1000, seed)],
+        jobs: vec![job(1000, seed)],
         idempotency: None,
     }
 }

@@ -1,4 +1,4 @@
-//! Submission, validation, idempotency and the results of finished jobs.
+//! Submission, idempotency and the results of finished jobs.
 
 use std::sync::atomic::AtomicBool;
 
@@ -56,20 +56,8 @@ pub(crate) async fn submit_creates_queued_jobs_and_tasks(db: &Db) {
     assert_eq!(store.claim(w, 100).await.expect("claim").len(), 6);
 }
 
-pub(crate) async fn invalid_spec_rejects_whole_submission(db: &Db) {
+pub(crate) async fn empty_submission_is_refused(db: &Db) {
     let store = db.default_store().await;
-    let mut submission = batch(3);
-    submission.jobs[1].down = 2.0; // above interest: arbitrage
-    match store.submit(submission).await {
-        Err(StoreError::InvalidSpec { index, message }) => {
-            assert_eq!(index, 1);
-            assert!(
-                message.contains("down"),
-                "message names the field: {message}"
-            );
-        }
-        other => panic!("expected InvalidSpec, got {other:?}"),
-    }
     let empty = Submission {
         as_batch: true,
         label: None,
@@ -146,7 +134,7 @@ pub(crate) async fn split_job_merges_bit_identical_to_one_process(db: &Db) {
     let submission = Submission {
         as_batch: false,
         label: None,
-        jobs: vec![job_spec.clone()],
+        jobs: vec![job_spec.validate().expect("valid")],
         idempotency: None,
     };
     let id = submit(&store, submission).await.job_ids[0];
@@ -206,7 +194,7 @@ pub(crate) async fn single_task_job_result_matches_kernel(db: &Db) {
     let submission = Submission {
         as_batch: false,
         label: None,
-        jobs: vec![job_spec.clone()],
+        jobs: vec![job_spec.validate().expect("valid")],
         idempotency: None,
     };
     let id = submit(&store, submission).await.job_ids[0];

@@ -6,7 +6,7 @@ use mcq_api_types::JobState;
 use mcq_kernel::CHUNK_PATHS;
 use mcq_queue::{Heartbeat, QueueConfig, Submission};
 
-use crate::harness::{Db, batch, compute, drain, orphans, single, spec, submit, worker};
+use crate::harness::{Db, batch, compute, drain, job, orphans, single, submit, worker};
 
 pub(crate) async fn failure_retries_after_backoff(db: &Db) {
     let config = QueueConfig {
@@ -79,7 +79,7 @@ pub(crate) async fn last_attempt_fails_job_and_cancels_siblings(db: &Db) {
     let submission = Submission {
         as_batch: false,
         label: None,
-        jobs: vec![spec(2 * CHUNK_PATHS, 5)],
+        jobs: vec![job(2 * CHUNK_PATHS, 5)],
         idempotency: None,
     };
     let id = submit(&store, submission).await.job_ids[0];

@@ -52,7 +52,7 @@ macro_rules! conformance {
 
 conformance! {
     jobs::submit_creates_queued_jobs_and_tasks,
-    jobs::invalid_spec_rejects_whole_submission,
+    jobs::empty_submission_is_refused,
     jobs::idempotent_submit_replays_and_conflicts,
     jobs::idempotent_batch_replays_in_order,
     jobs::split_job_merges_bit_identical_to_one_process,

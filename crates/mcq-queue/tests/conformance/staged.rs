@@ -11,7 +11,7 @@ use mcq_kernel::CHUNK_PATHS;
 use mcq_queue::{QueueConfig, Submission};
 use uuid::Uuid;
 
-use crate::harness::{Db, batch, compute, drain, orphans, spec, submit, worker};
+use crate::harness::{Db, batch, compute, drain, job, orphans, spec, submit, worker};
 
 /// Rows of `staged`, and of jobs and tasks, straight from the database.
 async fn rows(db: &Db) -> (i64, i64, i64) {
@@ -131,8 +131,8 @@ async fn small_batches_split_jobs_and_single_jobs_are_written_out() {
     let store = db.store(config).await;
     submit(&store, batch(9)).await;
     assert_eq!(rows(&db).await, (0, 9, 9), "under the threshold");
-    let mut jobs: Vec<_> = (1..=10).map(|s| spec(1000, s)).collect();
-    jobs.push(spec(3 * CHUNK_PATHS, 7)); // three tasks of one chunk
+    let mut jobs: Vec<_> = (1..=10).map(|s| job(1000, s)).collect();
+    jobs.push(job(3 * CHUNK_PATHS, 7)); // three tasks of one chunk
     submit(
         &store,
         Submission {
@@ -153,7 +153,7 @@ async fn small_batches_split_jobs_and_single_jobs_are_written_out() {
     let single = Submission {
         as_batch: false,
         label: None,
-        jobs: (1..=12).map(|s| spec(1000, s)).collect(),
+        jobs: (1..=12).map(|s| job(1000, s)).collect(),
         idempotency: None,
     };
     submit(&store, single).await;

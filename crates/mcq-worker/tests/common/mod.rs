@@ -43,7 +43,7 @@ pub(crate) async fn submit_batch(store: &Store, jobs: Vec<Spec>) -> Uuid {
         .submit(Submission {
             as_batch: true,
             label: None,
-            jobs,
+            jobs: jobs.iter().map(|s| s.validate().expect("valid")).collect(),
             idempotency: None,
         })
         .await

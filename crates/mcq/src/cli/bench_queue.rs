@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use mcq_api_types::BatchView;
-use mcq_kernel::{CHUNK_PATHS, Spec};
+use mcq_kernel::{CHUNK_PATHS, Spec, ValidSpec};
 use mcq_queue::{FinishedEvents, QueueConfig, Store, Submission};
 use uuid::Uuid;
 
@@ -91,13 +91,15 @@ async fn measure(args: &Args, store: &Store, logs: &std::path::Path) -> anyhow::
     );
 
     // Enqueue: one bulk submission, timed around the call.
-    let specs: Vec<Spec> = (0..args.jobs).map(|i| tiny(args.runs, i)).collect();
+    // Tiny jobs: the queue's cost dominates, not the kernel's.
+    let tiny = job(args.runs, 0)?;
+    let jobs: Vec<ValidSpec> = (0..args.jobs).map(|i| tiny.with_seed(i)).collect();
     let start = Instant::now();
     let submitted = store
         .submit(Submission {
             as_batch: true,
             label: Some("bench queue".into()),
-            jobs: specs,
+            jobs,
             idempotency: None,
         })
         .await
@@ -160,7 +162,7 @@ async fn measure(args: &Args, store: &Store, logs: &std::path::Path) -> anyhow::
             .submit(Submission {
                 as_batch: false,
                 label: None,
-                jobs: vec![tiny(2, u64::from(i))],
+                jobs: vec![job(2, u64::from(i))?],
                 idempotency: None,
             })
             .await
@@ -197,11 +199,7 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
     fleet.spawn(url, "victim", &["--concurrency", "2"], logs)?;
     // Long tasks (20,000 chunks, seconds each on a release build), so they
     // are still running when the victim is killed.
-    let long = |seed| Spec {
-        runs: Some(LONG_TASK_CHUNKS * CHUNK_PATHS),
-        seed: Some(seed),
-        ..Spec::default()
-    };
+    let long = job(LONG_TASK_CHUNKS * CHUNK_PATHS, 1)?;
     let submitted = QueueConfig {
         chunks_per_task: LONG_TASK_CHUNKS,
         ..QueueConfig::default()
@@ -213,7 +211,7 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
         .submit(Submission {
             as_batch: true,
             label: Some("bench recovery".into()),
-            jobs: vec![long(1), long(2)],
+            jobs: vec![long.clone(), long.with_seed(2)],
             idempotency: None,
         })
         .await
@@ -326,13 +324,19 @@ impl Drop for Fleet {
     }
 }
 
-/// A tiny Monte Carlo job: the queue's cost dominates, not the kernel's.
-fn tiny(runs: u64, seed: u64) -> Spec {
+/// A Monte Carlo job of `runs` paths at the sample's defaults, validated
+/// before any timing starts.
+fn job(runs: u64, seed: u64) -> anyhow::Result<ValidSpec> {
     Spec {
         runs: Some(runs),
         seed: Some(seed),
         ..Spec::default()
     }
+    .validate()
+    .map_err(|errors| {
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("benchmark spec rejected: {}", text.join("; "))
+    })
 }
 
 /// Reads the batch until it is done. Reading the view of a 100,000-job
