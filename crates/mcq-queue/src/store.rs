@@ -30,7 +30,8 @@ pub enum StoreError {
     /// Stored data could not be decoded (a bug or a foreign writer).
     #[error("corrupt row: {0}")]
     Corrupt(String),
-    /// A submitted spec failed the kernel's validation (nothing was stored).
+    /// A submission the queue refuses, such as one with no jobs (its specs
+    /// are validated before they reach the queue); nothing was stored.
     #[error("job {index}: invalid spec: {message}")]
     InvalidSpec {
         /// Position of the job in the submission.
