@@ -119,6 +119,35 @@ mod tests {
     }
 
     #[test]
+    fn every_accepted_size_builds_its_tables() {
+        // Validation no longer builds tables, so a size it accepts must not
+        // make building them fail later, on a worker.
+        let sizes = (1..=64).chain([100, 255, 256, 399, 400, 401, 999, 1000]);
+        for periods in sizes {
+            for vr in [
+                VarianceReduction::None,
+                VarianceReduction::Antithetic,
+                VarianceReduction::Geometric,
+                VarianceReduction::Auto,
+            ] {
+                // Interest near 1 keeps interest^periods in range at 1000 periods.
+                let spec = Spec {
+                    periods,
+                    up: 1.01,
+                    down: 0.99,
+                    interest: 1.0,
+                    ..spec(vr)
+                };
+                if let Ok(valid) = spec.validate() {
+                    valid.build_tables();
+                } else {
+                    assert!(periods > 400 && vr == VarianceReduction::Geometric);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn finishing_builds_only_the_geometric_control() {
         let valid = spec(VarianceReduction::Auto).validate().expect("valid");
         let partial = valid
