@@ -64,7 +64,7 @@ async fn keda_query_counts_queued_running_and_staged_tasks() -> anyhow::Result<(
         .submit(Submission {
             as_batch: false,
             label: None,
-            jobs: vec![batch::spec(3, 99)],
+            jobs: vec![batch::spec(3, 99).validate().expect("a valid spec")],
             idempotency: None,
         })
         .await?
