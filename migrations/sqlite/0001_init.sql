@@ -2,6 +2,9 @@
 -- migrations/postgres/0001_init.sql; the dialect differs:
 -- ids are 16-byte BLOBs, times are INTEGER microseconds since the Unix
 -- epoch (one machine, so its clock is the database clock), JSON is TEXT.
+-- Foreign keys stay: in process they cost little. There are no functions
+-- (the queue's statements live in crates/mcq-queue/src/sqlite/) and no
+-- staged batches: the embedded store writes every job and task at once.
 
 CREATE TABLE batches (
     id           BLOB PRIMARY KEY,
@@ -51,7 +54,6 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_job ON tasks (job_id);
 CREATE INDEX tasks_queued ON tasks (run_at, id) WHERE state = 'queued';
 CREATE INDEX tasks_running ON tasks (id) WHERE state = 'running';
-CREATE INDEX tasks_held ON tasks (worker_id) WHERE lease_token IS NOT NULL;
 
 CREATE TABLE results (
     job_id     BLOB PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,

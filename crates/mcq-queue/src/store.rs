@@ -72,7 +72,7 @@ pub struct QueueConfig {
     pub retention: Duration,
     /// PostgreSQL: a batch of at least this many jobs, each one task, is
     /// stored as rows of 5,000 jobs that claims turn into running jobs and
-    /// tasks (migrations/postgres/0008_staged_batches.sql); smaller batches
+    /// tasks (the `staged` table and `mcq_claim`); smaller batches
     /// are written out at once. The embedded store always writes at once.
     pub stage_from: usize,
 }
@@ -288,10 +288,10 @@ impl Store {
         matches!(self.backend, Backend::Postgres(_))
     }
     /// Records finished tasks as [`Store::complete`] does, then claims up
-    /// to `max` tasks as [`Store::claim`] does: on PostgreSQL, when every
-    /// finished task brings its job's whole result, both in one
-    /// transaction and one round trip (which commits only once the
-    /// results are on disk). A worker about to claim uses it to send the
+    /// to `max` tasks as [`Store::claim`] does: on PostgreSQL the results
+    /// and the claim in one transaction and one round trip (which commits
+    /// only once the results are on disk); partials of split jobs are
+    /// recorded by a call before it. A worker about to claim uses it to send the
     /// results it holds along with the claim. On an error nothing was
     /// recorded or claimed; where the two run one after the other, a claim
     /// that fails after the completion was recorded comes back as the
@@ -316,15 +316,12 @@ impl Store {
                 claimed: Ok(Vec::new()),
             });
         }
-        let whole = done
-            .iter()
-            .all(|d| matches!(d.output, TaskOutput::Result(_)));
-        if let (Backend::Postgres(q), true) = (&self.backend, whole) {
+        if let Backend::Postgres(q) = &self.backend {
             let reply = q.complete_and_claim(worker, done, max).await?;
             self.count_refused(reply.refused.len());
             return Ok(reply);
         }
-        // One after the other: partials to merge, or SQLite in this process.
+        // SQLite, in this process: one after the other.
         let refused = self.complete(worker, done).await?;
         let claimed = self.claim(worker, max).await;
         Ok(CompletedAndClaimed { refused, claimed })

@@ -3,6 +3,8 @@
 //! function per operation. Times come from the server's `now()`, so
 //! workers on machines with skewed clocks agree on leases.
 
+mod complete;
+mod functions;
 mod listen;
 mod read;
 mod submit;

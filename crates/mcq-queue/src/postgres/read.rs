@@ -1,5 +1,5 @@
 //! What clients and dashboards read: jobs, batches (one query each) and
-//! the worker list. Jobs of a staged batch (migration 0008) are read from
+//! the worker list. Jobs of a staged batch are read from
 //! their staged rows until a claim materialises them.
 
 use chrono::{DateTime, Utc};
@@ -19,7 +19,7 @@ const JOB_COLUMNS: &str =
     "j.id, j.batch_id, j.state, j.spec::text AS spec, r.result::text AS result, j.error,
     j.attempts, j.tasks_done, j.compute_ms, j.submitted_at, j.started_at, j.finished_at";
 
-/// The same columns for jobs still staged (migration 0008): queued, never
+/// The same columns for jobs still staged: queued, never
 /// started, from `staged st` and `unnest(st.ids, st.specs) … u(id, spec, o)`.
 /// Reads that may meet staged jobs take both kinds in one statement, so a
 /// claim materialising a job between two reads cannot hide it.

@@ -2,7 +2,7 @@
 //! (arrays bound once and expanded with `unnest`).
 //!
 //! A large batch of single-task jobs is written as a few rows of arrays
-//! that claims materialise (`SUBMIT_STAGED`, migration 0008); both
+//! that claims materialise (`SUBMIT_STAGED`); both
 //! statements share the key, batch and wake-up around the rows they write.
 //!
 //! One statement is one round trip and an implicit transaction: no BEGIN,
@@ -75,7 +75,7 @@ const SUBMIT: &str = submit_statement!(
 const STAGED_ROW: usize = 5000;
 
 /// A large batch of single-task jobs as rows of `$14` ([`STAGED_ROW`])
-/// jobs, which claims turn into running jobs and tasks (migration 0008):
+/// jobs, which claims turn into running jobs and tasks:
 /// `$9`, `$10` the jobs' chunk ranges, `$11`, `$12` the least and greatest
 /// id of each staged row.
 const SUBMIT_STAGED: &str = submit_statement!(
@@ -179,7 +179,7 @@ impl PgQueue {
         let batch_id: Option<Uuid> = row.try_get("batch_id")?;
         let job_ids: Vec<Uuid> = match batch_id {
             Some(batch) => {
-                // Materialised jobs, and those still staged (migration 0008).
+                // Materialised jobs, and those still staged.
                 sqlx::query_scalar(
                     "SELECT id FROM (
                          SELECT id, position FROM jobs WHERE batch_id = $1

@@ -1,8 +1,9 @@
 //! The worker's side: claiming under a lease, renewing it, and ending it
-//! by completion, failure or hand-back. Every statement that ends a lease
-//! is fenced: it only touches rows still `running` under the caller's token.
+//! by failure or hand-back (completion is `complete.rs`). Every statement
+//! that ends a lease is fenced: it only touches rows still `running` under
+//! the caller's token.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use sqlx::Row as _;
 use sqlx::postgres::PgRow;
@@ -11,9 +12,7 @@ use uuid::Uuid;
 use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
-use mcq_kernel::PriceResult;
-
-use crate::types::{ClaimedTask, CompletedAndClaimed, Heartbeat, Reaped, TaskDone, TaskOutput};
+use crate::types::{ClaimedTask, Heartbeat, Reaped};
 
 // Row estimates of CTEs are guesses (usually one row), so these statements
 // avoid joining one CTE against another: a nested loop over two CTEs of a
@@ -35,8 +34,8 @@ use crate::types::{ClaimedTask, CompletedAndClaimed, Heartbeat, Reaped, TaskDone
 // quadratic in a heartbeat that presents a whole prefetch: the heartbeat
 // reads the presented rows by id and pairs tokens in Rust instead.
 
-/// Claim: `mcq_claim` (migrations/postgres/0003_claim_plan.sql) takes due
-/// queued tasks in order under new leases and starts their jobs. It lives
+/// Claim: `mcq_claim` (functions/mcq_claim.sql) takes due queued tasks in
+/// order under new leases and starts their jobs. It lives
 /// in the database so that its plan can be pinned to the ordered walk of
 /// the queued-tasks index whatever the statistics say. Expired leases are
 /// not looked for here: the reaper puts them back in the queue, so a claim
@@ -44,14 +43,6 @@ use crate::types::{ClaimedTask, CompletedAndClaimed, Heartbeat, Reaped, TaskDone
 /// tasks until vacuum).
 const CLAIM: &str = "SELECT id, job_id, lease_token, attempt, chunk_start, chunk_end, spec \
                      FROM mcq_claim($1, $2, $3)";
-
-/// Completion of whole-job tasks and a claim, one transaction:
-/// `mcq_complete_and_claim` (migrations/postgres/0007_complete_and_claim.sql).
-/// Accepted completions come back as rows with `accepted` set, followed by
-/// the claim's rows.
-const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
-                                  chunk_start, chunk_end, spec \
-                                  FROM mcq_complete_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// Reap: expired leases, once, skipping rows another reaper holds. Tasks
 /// with attempts left go back to the queue (keeping their place: `run_at`
@@ -78,69 +69,6 @@ SELECT id, job_id, error FROM failed
 UNION ALL
 SELECT id, NULL, NULL FROM requeued";
 
-/// Complete, step 1: the fenced task transitions; accepted rows come back.
-/// A task of a split job succeeds (step 1b saves its partial). A
-/// whole-job task (it brings a result, no partial) is deleted instead: its
-/// job row is about to record everything it did, and a delete writes no
-/// new row version and no index entries.
-const COMPLETE_TASKS: &str = "
-WITH whole AS (
-    DELETE FROM tasks t
-    WHERE t.id = ANY($1::int8[]) AND t.lease_token = ANY($2::uuid[]) AND t.state = 'running'
-    RETURNING t.id, t.job_id
-), split AS (
-    UPDATE tasks t
-    SET state = 'succeeded', finished_at = now(), lease_token = NULL, lease_expires_at = NULL
-    WHERE t.id = ANY($3::int8[]) AND t.lease_token = ANY($4::uuid[]) AND t.state = 'running'
-    RETURNING t.id, t.job_id
-)
-SELECT id, job_id FROM whole
-UNION ALL
-SELECT id, job_id FROM split";
-
-/// Complete, step 1b: the partials of the split tasks step 1 accepted
-/// (their rows are locked by this transaction, so no fence is needed).
-/// Nothing here can match the partial index of running tasks, so the
-/// planner's row estimate is the array's length.
-const SAVE_PARTIALS: &str = "
-UPDATE tasks t SET partial = i.partial::json, compute_ms = i.ms
-FROM unnest($1::int8[], $2::text[], $3::float8[]) AS i(id, partial, ms)
-WHERE t.id = i.id AND t.id = ANY($1::int8[])";
-
-/// Complete, step 2, per job of the accepted tasks (in id order, so that
-/// completers lock job rows in one order): bump the task counter under the
-/// row lock, so exactly one completer sees `tasks_done` reach `task_count`.
-/// A whole-job task brings its result: that job succeeds right here. Every
-/// job comes back with its state and announcement key (batch id, or its
-/// own id); those finished without a result (split jobs, to merge) with
-/// their spec.
-const COMPLETE_JOBS: &str = "
-WITH bumped AS (
-    UPDATE jobs j
-    SET tasks_done = j.tasks_done + i.n, compute_ms = j.compute_ms + i.ms,
-        state = CASE WHEN i.result IS NOT NULL AND j.state IN ('queued', 'running')
-                     THEN 'succeeded' ELSE j.state END,
-        finished_at = CASE WHEN i.result IS NOT NULL AND j.state IN ('queued', 'running')
-                           THEN now() ELSE j.finished_at END,
-        price = CASE WHEN i.result IS NOT NULL AND j.state IN ('queued', 'running')
-                     THEN i.price ELSE j.price END
-    FROM unnest($1::uuid[], $2::int[], $3::float8[], $4::text[], $5::float8[])
-         AS i(id, n, ms, result, price)
-    WHERE j.id = i.id
-    RETURNING j.id, j.state, j.task_count, j.tasks_done, j.compute_ms, i.result,
-              coalesce(j.batch_id, j.id) AS key,
-              CASE WHEN i.result IS NULL AND j.tasks_done >= j.task_count THEN j.spec::text END AS spec
-), saved AS (
-    INSERT INTO results (job_id, result)
-    SELECT id, result::json FROM bumped WHERE result IS NOT NULL AND state = 'succeeded'
-), worker AS (
-    UPDATE workers
-    SET tasks_done = tasks_done + $6,
-        jobs_done = jobs_done + (SELECT count(*) FROM bumped WHERE result IS NOT NULL AND state = 'succeeded')
-    WHERE id = $7
-)
-SELECT id, compute_ms, spec, key, state FROM bumped";
-
 /// Tells long polls (through `LISTEN`, after commit) which batches, or
 /// jobs without a batch, had how many jobs finish: one notification per
 /// key, payload `key:count`.
@@ -148,26 +76,13 @@ const ANNOUNCE: &str = "
 SELECT pg_notify($1, t.k::text || ':' || t.n)
 FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 
-/// Complete, step 3: results of split jobs this transaction finished.
-const FINISH_JOBS: &str = "
-WITH input AS (
-    SELECT * FROM unnest($1::uuid[], $2::text[], $3::float8[]) AS i(id, result, price)
-), saved AS (
-    INSERT INTO results (job_id, result) SELECT id, result::json FROM input
-), worker AS (
-    UPDATE workers SET jobs_done = jobs_done + cardinality($1::uuid[]) WHERE id = $4
-)
-UPDATE jobs j SET state = 'succeeded', finished_at = now(), price = i.price
-FROM input i
-WHERE j.id = i.id AND j.state IN ('queued', 'running')";
-
 /// Heartbeat, step 1: marks the worker alive and reads what the presented
 /// tasks are now, by primary key. Whether each row still carries the token
 /// presented with its id is decided in Rust, against a map of the pairs:
 /// a filter `lease_token = ANY($tokens)` compares every row with every
 /// presented token, and a worker that holds a prefetch of 2,000 tiny tasks
 /// made each heartbeat 4 million comparisons (64 ms per heartbeat, 15% of
-/// the database's time in a burn-down; docs/queue-perf.md, session 8).
+/// the database's time in a burn-down).
 /// `due` marks running leases past half their length.
 const HEARTBEAT_READ: &str = "
 WITH beat AS (
@@ -216,44 +131,6 @@ impl PgQueue {
             .fetch_all(&self.pool)
             .await?;
         claimed_tasks(&rows)
-    }
-
-    /// Fenced completion of tasks that each bring their job's whole result,
-    /// and a claim, in one transaction and one round trip
-    /// (`mcq_complete_and_claim`, migrations/postgres/0007).
-    pub(crate) async fn complete_and_claim(
-        &self,
-        worker: Uuid,
-        done: Vec<TaskDone>,
-        max: u32,
-    ) -> Result<CompletedAndClaimed, StoreError> {
-        let whole = WholeResults::of(done.iter().collect())?;
-        let rows = sqlx::query(COMPLETE_AND_CLAIM)
-            .bind(worker)
-            .bind(&whole.ids)
-            .bind(whole.tokens)
-            .bind(whole.ms)
-            .bind(whole.results)
-            .bind(whole.prices)
-            .bind(FINISHED_CHANNEL)
-            .bind(i64::from(max))
-            .bind(self.lease_secs())
-            .fetch_all(&self.pool)
-            .await?;
-        let mut accepted = HashSet::new();
-        for row in &rows {
-            if let Some(id) = row.try_get::<Option<i64>, _>("accepted")? {
-                accepted.insert(id);
-            }
-        }
-        Ok(CompletedAndClaimed {
-            refused: whole
-                .ids
-                .into_iter()
-                .filter(|id| !accepted.contains(id))
-                .collect(),
-            claimed: Ok(claimed_tasks(&rows)?),
-        })
     }
 
     /// Renews the worker's heartbeat and the presented leases in one
@@ -347,191 +224,10 @@ impl PgQueue {
         Ok(reaped)
     }
 
-    /// Fenced batch completion; finished jobs get their result in the same
-    /// transaction. Returns the refused task ids.
-    pub(crate) async fn complete(
-        &self,
-        worker: Uuid,
-        done: Vec<TaskDone>,
-    ) -> Result<Vec<i64>, StoreError> {
-        let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
-        let (whole, split): (Vec<&TaskDone>, Vec<&TaskDone>) = done
-            .iter()
-            .partition(|d| matches!(d.output, TaskOutput::Result(_)));
-        if split.is_empty() {
-            let accepted = if whole.is_empty() {
-                HashSet::new()
-            } else {
-                self.complete_whole(worker, whole).await?
-            };
-            return Ok(ids
-                .into_iter()
-                .filter(|id| !accepted.contains(id))
-                .collect());
-        }
-        let lease = |tasks: &[&TaskDone]| -> (Vec<i64>, Vec<Uuid>) {
-            tasks.iter().map(|d| (d.task_id, d.lease_token)).unzip()
-        };
-        let (whole_ids, whole_tokens) = lease(&whole);
-        let (split_ids, split_tokens) = lease(&split);
-        let by_id: HashMap<i64, &TaskDone> = done.iter().map(|d| (d.task_id, d)).collect();
-
-        let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(COMPLETE_TASKS)
-            .bind(whole_ids)
-            .bind(whole_tokens)
-            .bind(split_ids)
-            .bind(split_tokens)
-            .fetch_all(&mut *tx)
-            .await?;
-        // Per job, in id order: tasks accepted, their kernel time, and the
-        // result a whole-job task brought.
-        let mut per_job: BTreeMap<Uuid, (i32, f64, Option<&PriceResult>)> = BTreeMap::new();
-        let mut accepted = HashSet::with_capacity(rows.len());
-        let (mut part_ids, mut parts, mut part_ms) = (Vec::new(), Vec::new(), Vec::new());
-        for row in &rows {
-            let task_id: i64 = row.try_get("id")?;
-            let task = by_id[&task_id];
-            accepted.insert(task_id);
-            let entry = per_job.entry(row.try_get("job_id")?).or_default();
-            entry.0 += 1;
-            entry.1 += task.compute_ms;
-            match &task.output {
-                TaskOutput::Result(result) => entry.2 = Some(result),
-                TaskOutput::Partial(partial) => {
-                    part_ids.push(task_id);
-                    parts.push(plan::partial_json(partial)?);
-                    part_ms.push(task.compute_ms);
-                }
-            }
-        }
-        if !part_ids.is_empty() {
-            sqlx::query(SAVE_PARTIALS)
-                .bind(part_ids)
-                .bind(parts)
-                .bind(part_ms)
-                .execute(&mut *tx)
-                .await?;
-        }
-        if !per_job.is_empty() {
-            let mut jobs = Vec::with_capacity(per_job.len());
-            let (mut counts, mut times) = (Vec::new(), Vec::new());
-            let (mut results, mut prices) = (Vec::new(), Vec::new());
-            for (job, (n, ms, result)) in &per_job {
-                jobs.push(*job);
-                counts.push(*n);
-                times.push(*ms);
-                results.push(result.map(plan::result_json).transpose()?);
-                prices.push(result.map(|r| r.price));
-            }
-            let bumped = sqlx::query(COMPLETE_JOBS)
-                .bind(jobs)
-                .bind(counts)
-                .bind(times)
-                .bind(results)
-                .bind(prices)
-                .bind(rows.len() as i64)
-                .bind(worker)
-                .fetch_all(&mut *tx)
-                .await?;
-            let mut finished = Vec::new();
-            let mut finishing = Vec::new();
-            for row in bumped {
-                if row.try_get::<Option<&str>, _>("spec")?.is_some() {
-                    finished.push(row.try_get::<Uuid, _>("key")?);
-                    finishing.push(row);
-                } else if row.try_get::<&str, _>("state")? == "succeeded" {
-                    finished.push(row.try_get::<Uuid, _>("key")?);
-                }
-            }
-            if !finishing.is_empty() {
-                self.finish_split_jobs(&mut tx, worker, &finishing).await?;
-            }
-            announce(&mut tx, &count_keys(finished)).await?;
-        }
-        tx.commit().await?;
-        Ok(ids
-            .into_iter()
-            .filter(|id| !accepted.contains(id))
-            .collect())
-    }
-
-    /// Completion of tasks that each bring their job's whole result: one
-    /// call of `mcq_complete` (migrations/postgres/0005_complete_function.sql),
-    /// which fences, records results, counts and announces like the
-    /// statements below, in one round trip. Returns the accepted task ids.
-    async fn complete_whole(
-        &self,
-        worker: Uuid,
-        whole: Vec<&TaskDone>,
-    ) -> Result<HashSet<i64>, StoreError> {
-        let whole = WholeResults::of(whole)?;
-        let accepted = sqlx::query_scalar("SELECT mcq_complete($1, $2, $3, $4, $5, $6, $7)")
-            .bind(worker)
-            .bind(whole.ids)
-            .bind(whole.tokens)
-            .bind(whole.ms)
-            .bind(whole.results)
-            .bind(whole.prices)
-            .bind(FINISHED_CHANNEL)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(accepted.into_iter().collect())
-    }
-
-    /// Merges the partials of split jobs whose last task just completed
-    /// and writes their results.
-    async fn finish_split_jobs(
-        &self,
-        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
-        worker: Uuid,
-        finishing: &[sqlx::postgres::PgRow],
-    ) -> Result<(), StoreError> {
-        let mut jobs = Vec::with_capacity(finishing.len());
-        for row in finishing {
-            jobs.push(row.try_get::<Uuid, _>("id")?);
-        }
-        let rows = sqlx::query(
-            "SELECT job_id, partial::text AS partial FROM tasks
-             WHERE job_id = ANY($1) AND state = 'succeeded' ORDER BY job_id, chunk_start",
-        )
-        .bind(&jobs)
-        .fetch_all(&mut **tx)
-        .await?;
-        let mut partials: HashMap<Uuid, Vec<String>> = HashMap::new();
-        for row in rows {
-            let partial: Option<String> = row.try_get("partial")?;
-            let partial = partial.ok_or_else(|| {
-                StoreError::Corrupt("a task of a split job has no partial".into())
-            })?;
-            partials
-                .entry(row.try_get("job_id")?)
-                .or_default()
-                .push(partial);
-        }
-        let (mut results, mut prices) = (Vec::new(), Vec::new());
-        for (job, row) in jobs.iter().zip(finishing) {
-            let parts = partials.get(job).map(Vec::as_slice).unwrap_or_default();
-            let result = plan::finish_from_partials(
-                row.try_get("spec")?,
-                parts.iter().map(String::as_str),
-                row.try_get("compute_ms")?,
-            )?;
-            prices.push(result.price);
-            results.push(plan::result_json(&result)?);
-        }
-        sqlx::query(FINISH_JOBS)
-            .bind(jobs)
-            .bind(results)
-            .bind(prices)
-            .bind(worker)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
     /// Fenced failure: back to the queue after a backoff, or — on the last
-    /// attempt — the job fails and its other tasks are cancelled.
+    /// attempt — the job fails and its other tasks are cancelled. The job's
+    /// unfinished tasks are locked first, in id order (the order of
+    /// completions and cancellations), since the last attempt changes them.
     pub(crate) async fn fail(
         &self,
         _worker: Uuid,
@@ -549,6 +245,11 @@ impl PgQueue {
                  finished_at = CASE WHEN attempt < $3 THEN NULL ELSE now() END,
                  error = $5, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
              WHERE id = $1 AND state = 'running' AND lease_token = $2
+               AND id = ANY(ARRAY(
+                   SELECT t.id FROM tasks t
+                   WHERE t.job_id = (SELECT job_id FROM tasks WHERE id = $1)
+                     AND t.state IN ('queued', 'running')
+                   ORDER BY t.id FOR UPDATE))
              RETURNING job_id, state",
         )
         .bind(task_id)
@@ -614,47 +315,9 @@ impl PgQueue {
     }
 }
 
-/// Finished tasks that each bring their job's whole result, as the
-/// aligned arrays `mcq_complete` takes, in ascending task id order.
-struct WholeResults {
-    ids: Vec<i64>,
-    tokens: Vec<Uuid>,
-    ms: Vec<f64>,
-    results: Vec<String>,
-    prices: Vec<f64>,
-}
-
-impl WholeResults {
-    fn of(mut whole: Vec<&TaskDone>) -> Result<WholeResults, StoreError> {
-        whole.sort_unstable_by_key(|d| d.task_id);
-        let n = whole.len();
-        let mut columns = WholeResults {
-            ids: Vec::with_capacity(n),
-            tokens: Vec::with_capacity(n),
-            ms: Vec::with_capacity(n),
-            results: Vec::with_capacity(n),
-            prices: Vec::with_capacity(n),
-        };
-        for done in whole {
-            let TaskOutput::Result(result) = &done.output else {
-                return Err(StoreError::Corrupt(format!(
-                    "task {} brought a partial to a whole-job completion",
-                    done.task_id
-                )));
-            };
-            columns.ids.push(done.task_id);
-            columns.tokens.push(done.lease_token);
-            columns.ms.push(done.compute_ms);
-            columns.results.push(plan::result_json(result)?);
-            columns.prices.push(result.price);
-        }
-        Ok(columns)
-    }
-}
-
 /// The claimed tasks among a claim's rows (`mcq_claim`'s shape: task rows,
 /// then one spec row per job; rows of neither kind are skipped).
-fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreError> {
+pub(super) fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreError> {
     let mut specs = HashMap::new();
     for row in rows {
         if let Some(spec) = row.try_get::<Option<&str>, _>("spec")? {
@@ -711,7 +374,9 @@ async fn fail_jobs(
 ) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE tasks SET state = 'cancelled', finished_at = now()
-         WHERE job_id = ANY($1) AND state IN ('queued', 'running')",
+         WHERE id = ANY(ARRAY(
+             SELECT id FROM tasks WHERE job_id = ANY($1) AND state IN ('queued', 'running')
+             ORDER BY id FOR UPDATE))",
     )
     .bind(jobs)
     .execute(&mut **tx)

@@ -1,6 +1,7 @@
-//! Cancellation, worker registration and retention. Cancelling locks tasks
-//! before their job, the same order as claims and completions, so the
-//! two never wait on each other in a cycle.
+//! Cancellation, worker registration and retention. Cancelling locks its
+//! staged rows, then its tasks in id order, then its jobs in id order: the
+//! order of completions (`mcq_complete`), so cancelling a running batch
+//! while its workers complete never deadlocks.
 
 use uuid::Uuid;
 
@@ -34,7 +35,7 @@ impl PgQueue {
     /// lose their lease (their worker learns it from its next heartbeat).
     pub(crate) async fn cancel_job(&self, id: Uuid) -> Result<Option<JobState>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        // A staged job is written out as a queued one first (migration 0008).
+        // A staged job is written out as a queued one first.
         sqlx::query(
             "SELECT mcq_unstage(st.batch_id, $1) FROM staged st
              WHERE st.min_id <= $1 AND st.max_id >= $1 AND $1 = ANY(st.ids)",
@@ -44,7 +45,9 @@ impl PgQueue {
         .await?;
         sqlx::query(
             "UPDATE tasks SET state = 'cancelled', finished_at = now()
-             WHERE job_id = $1 AND state IN ('queued', 'running')",
+             WHERE id = ANY(ARRAY(
+                 SELECT id FROM tasks WHERE job_id = $1 AND state IN ('queued', 'running')
+                 ORDER BY id FOR UPDATE))",
         )
         .bind(id)
         .execute(&mut *tx)
@@ -77,22 +80,28 @@ impl PgQueue {
         if !exists {
             return Ok(None);
         }
-        // Its staged jobs are written out as queued ones first (migration 0008).
+        // Its staged jobs are written out as queued ones first.
         sqlx::query("SELECT mcq_unstage($1, NULL)")
             .bind(id)
             .execute(&mut *tx)
             .await?;
         sqlx::query(
             "UPDATE tasks SET state = 'cancelled', finished_at = now()
-             WHERE state IN ('queued', 'running')
-               AND job_id IN (SELECT id FROM jobs WHERE batch_id = $1 AND state IN ('queued', 'running'))",
+             WHERE id = ANY(ARRAY(
+                 SELECT t.id FROM jobs j JOIN tasks t ON t.job_id = j.id
+                 WHERE j.batch_id = $1 AND j.state IN ('queued', 'running')
+                   AND t.state IN ('queued', 'running')
+                 ORDER BY t.id FOR UPDATE OF t))",
         )
         .bind(id)
         .execute(&mut *tx)
         .await?;
         let cancelled = sqlx::query(
             "UPDATE jobs SET state = 'cancelled', finished_at = now()
-             WHERE batch_id = $1 AND state IN ('queued', 'running')",
+             WHERE id = ANY(ARRAY(
+                 SELECT id FROM jobs WHERE batch_id = $1 AND state IN ('queued', 'running')
+                 ORDER BY id FOR UPDATE))
+               AND state IN ('queued', 'running')",
         )
         .bind(id)
         .execute(&mut *tx)

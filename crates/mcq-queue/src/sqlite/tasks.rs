@@ -5,7 +5,7 @@
 //! (`UPDATE … FROM (VALUES …)`), not one statement per job: every statement
 //! is a hand-off to sqlx's SQLite thread and back, and per-job statements
 //! made that hand-off most of the cost of a batch of small jobs on the
-//! embedded default (docs/bench.md, session 5).
+//! embedded default.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -17,7 +17,7 @@ pub(crate) enum Db {
     /// A fresh database in the shared test cluster.
     Postgres(String),
     /// The same, with every batch of single-task jobs staged (written as
-    /// staged rows that claims materialise, migration 0008), however small.
+    /// staged rows that claims materialise), however small.
     PostgresStaged(String),
 }
 
@@ -180,7 +180,7 @@ pub(crate) async fn orphans(db: &Db) -> i64 {
     const ORPHANS: &str = "SELECT
         (SELECT count(*) FROM tasks t WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = t.job_id))
       + (SELECT count(*) FROM results r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id))";
-    // Staged rows belong to their batch (PostgreSQL, migration 0008).
+    // Staged rows belong to their batch (PostgreSQL).
     const STAGED_ORPHANS: &str = "SELECT count(*) FROM staged s
         WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.id = s.batch_id)";
     match db {

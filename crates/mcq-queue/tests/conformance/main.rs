@@ -10,6 +10,7 @@ mod claims;
 mod jobs;
 mod leases;
 mod lifecycle;
+mod races;
 mod reads;
 mod restart;
 mod schema;
@@ -36,7 +37,7 @@ macro_rules! conformance {
                 }
             )*
         }
-        /// PostgreSQL with every batch staged (migration 0008): the
+        /// PostgreSQL with every batch staged (`QueueConfig::stage_from`): the
         /// staged representation must behave exactly like written-out jobs.
         mod postgres_staged {
             $(
@@ -82,4 +83,5 @@ conformance! {
     reads::batch_jobs_pages_in_submission_order,
     reads::workers_are_listed_with_counters_until_deregistered,
     schema::schema_status_follows_the_migrations,
+    races::cancels_race_completions_without_errors,
 }

@@ -1,4 +1,4 @@
-//! PostgreSQL only: how a staged batch (migration 0008) is stored and
+//! PostgreSQL only: how a staged batch is stored and
 //! materialised. What it means for clients is the whole conformance suite,
 //! run a third time with every batch staged (`postgres_staged` in main.rs);
 //! these tests check that the representation is really used: rows of 5,000

@@ -1,0 +1,210 @@
+//! Completion: one call of `mcq_complete` (functions/mcq_complete.sql)
+//! records any mix of finished tasks, fenced, in one statement and one
+//! transaction, so no transaction of a worker holds a lock across a round
+//! trip. A call whose partials finish a split job gets the job's partials
+//! back with one of its tasks still held; the kernel's merge runs here,
+//! and a second call completes that task with the job's result.
+
+use std::collections::HashSet;
+
+use sqlx::Row as _;
+use sqlx::postgres::PgRow;
+use uuid::Uuid;
+
+use super::tasks::claimed_tasks;
+use super::{FINISHED_CHANNEL, PgQueue};
+use crate::plan;
+use crate::store::StoreError;
+use crate::types::{CompletedAndClaimed, TaskDone, TaskOutput};
+
+/// Records finished tasks: accepted ids come back as `accepted` rows, held
+/// tasks of split jobs that this call finishes as rows with `held` set.
+const COMPLETE: &str = "SELECT accepted, job_id, held, spec, compute_ms, partials \
+                        FROM mcq_complete($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/// Completion of tasks that bring their job's result, then a claim, in one
+/// transaction (functions/mcq_complete_and_claim.sql). Accepted completions
+/// come back as rows with `accepted` set, followed by the claim's rows.
+const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
+                                  chunk_start, chunk_end, spec \
+                                  FROM mcq_complete_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+impl PgQueue {
+    /// Fenced completion of any mix of whole-job and split tasks; a job's
+    /// result is written in the transaction that accepts its last task.
+    /// Returns the refused task ids.
+    pub(crate) async fn complete(
+        &self,
+        worker: Uuid,
+        done: Vec<TaskDone>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
+        let mut accepted = HashSet::with_capacity(ids.len());
+        let finishing = self.record(worker, &done, &mut accepted).await?;
+        if !finishing.is_empty() {
+            let no_more = self.record(worker, &finishing, &mut accepted).await?;
+            debug_assert!(no_more.is_empty(), "results finish no split job");
+        }
+        Ok(refused(ids, &accepted))
+    }
+
+    /// Records `done` as [`PgQueue::complete`] does, then claims up to
+    /// `max` tasks: the results go with the claim in one call
+    /// (`mcq_complete_and_claim`); partials are recorded first by a call of
+    /// their own, and the results of the split jobs they finish go with
+    /// the claim.
+    pub(crate) async fn complete_and_claim(
+        &self,
+        worker: Uuid,
+        done: Vec<TaskDone>,
+        max: u32,
+    ) -> Result<CompletedAndClaimed, StoreError> {
+        let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
+        let mut accepted = HashSet::with_capacity(ids.len());
+        let (partials, mut results): (Vec<TaskDone>, Vec<TaskDone>) = done
+            .into_iter()
+            .partition(|d| matches!(d.output, TaskOutput::Partial(_)));
+        if !partials.is_empty() {
+            results.extend(self.record(worker, &partials, &mut accepted).await?);
+        }
+        let input = Input::of(&results)?;
+        let rows = sqlx::query(COMPLETE_AND_CLAIM)
+            .bind(worker)
+            .bind(&input.ids)
+            .bind(&input.tokens)
+            .bind(&input.ms)
+            .bind(&input.results)
+            .bind(&input.prices)
+            .bind(FINISHED_CHANNEL)
+            .bind(i64::from(max))
+            .bind(self.lease_secs())
+            .fetch_all(&self.pool)
+            .await?;
+        for row in &rows {
+            if let Some(id) = row.try_get::<Option<i64>, _>("accepted")? {
+                accepted.insert(id);
+            }
+        }
+        Ok(CompletedAndClaimed {
+            refused: refused(ids, &accepted),
+            claimed: Ok(claimed_tasks(&rows)?),
+        })
+    }
+
+    /// One call of `mcq_complete`: adds the accepted task ids to
+    /// `accepted` and returns, for each split job the call finished, its
+    /// held task bringing the job's result, to be recorded by another call.
+    async fn record(
+        &self,
+        worker: Uuid,
+        done: &[TaskDone],
+        accepted: &mut HashSet<i64>,
+    ) -> Result<Vec<TaskDone>, StoreError> {
+        let input = Input::of(done)?;
+        let rows = sqlx::query(COMPLETE)
+            .bind(worker)
+            .bind(&input.ids)
+            .bind(&input.tokens)
+            .bind(&input.ms)
+            .bind(&input.results)
+            .bind(&input.prices)
+            .bind(&input.partials)
+            .bind(FINISHED_CHANNEL)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut finishing = Vec::new();
+        for row in &rows {
+            if let Some(id) = row.try_get::<Option<i64>, _>("accepted")? {
+                accepted.insert(id);
+            } else {
+                finishing.push(finished_task(row, done)?);
+            }
+        }
+        Ok(finishing)
+    }
+}
+
+/// The held task of a split job whose other tasks all succeeded, bringing
+/// the job's result merged from every partial (its own included).
+fn finished_task(row: &PgRow, done: &[TaskDone]) -> Result<TaskDone, StoreError> {
+    let held: i64 = row.try_get("held")?;
+    let task = done
+        .iter()
+        .find(|d| d.task_id == held)
+        .ok_or_else(|| StoreError::Corrupt(format!("held task {held} was not presented")))?;
+    let spec: String = row.try_get("spec")?;
+    let partials: Vec<Option<String>> = row.try_get("partials")?;
+    let partials: Vec<String> = partials
+        .into_iter()
+        .collect::<Option<_>>()
+        .ok_or_else(|| StoreError::Corrupt("a task of a split job has no partial".into()))?;
+    let result = plan::finish_from_partials(
+        &spec,
+        partials.iter().map(String::as_str),
+        row.try_get("compute_ms")?,
+    )?;
+    Ok(TaskDone {
+        task_id: held,
+        lease_token: task.lease_token,
+        output: TaskOutput::Result(result),
+        compute_ms: task.compute_ms,
+    })
+}
+
+/// The presented ids that were not accepted.
+fn refused(ids: Vec<i64>, accepted: &HashSet<i64>) -> Vec<i64> {
+    ids.into_iter()
+        .filter(|id| !accepted.contains(id))
+        .collect()
+}
+
+/// Finished tasks as the aligned arrays `mcq_complete` takes, in ascending
+/// task id order; `partials` is NULL (`None`) when no task brings one,
+/// which keeps the function on its path for results only.
+struct Input {
+    ids: Vec<i64>,
+    tokens: Vec<Uuid>,
+    ms: Vec<f64>,
+    results: Vec<Option<String>>,
+    prices: Vec<Option<f64>>,
+    partials: Option<Vec<Option<String>>>,
+}
+
+impl Input {
+    fn of(done: &[TaskDone]) -> Result<Input, StoreError> {
+        let mut sorted: Vec<&TaskDone> = done.iter().collect();
+        sorted.sort_unstable_by_key(|d| d.task_id);
+        sorted.dedup_by_key(|d| d.task_id);
+        let n = sorted.len();
+        let mut input = Input {
+            ids: Vec::with_capacity(n),
+            tokens: Vec::with_capacity(n),
+            ms: Vec::with_capacity(n),
+            results: Vec::with_capacity(n),
+            prices: Vec::with_capacity(n),
+            partials: None,
+        };
+        let mut partials = Vec::with_capacity(n);
+        for d in sorted {
+            input.ids.push(d.task_id);
+            input.tokens.push(d.lease_token);
+            input.ms.push(d.compute_ms);
+            match &d.output {
+                TaskOutput::Result(result) => {
+                    input.results.push(Some(plan::result_json(result)?));
+                    input.prices.push(Some(result.price));
+                    partials.push(None);
+                }
+                TaskOutput::Partial(partial) => {
+                    input.results.push(None);
+                    input.prices.push(None);
+                    partials.push(Some(plan::partial_json(partial)?));
+                }
+            }
+        }
+        if partials.iter().any(Option::is_some) {
+            input.partials = Some(partials);
+        }
+        Ok(input)
+    }
+}
