@@ -13,7 +13,7 @@ use sqlx::Connection as _;
 use crate::harness::{Db, compute, spec, submit, worker};
 
 /// Jobs per round: every third one split into three one-chunk tasks.
-const JOBS: u64 = 24;
+const JOBS: u64 = 150;
 
 /// A batch mixing split jobs (three tasks) and single-task jobs, so that
 /// one completion carries partials and results of several jobs.
@@ -72,47 +72,63 @@ fn outputs(tasks: &[ClaimedTask], partial: &TaskDone) -> Vec<TaskDone> {
         .collect()
 }
 
-/// Rounds of: two workers claim a running batch between them; then one
-/// completes its tasks, the other completes its tasks with its next claim,
-/// and a client cancels the batch, all at once. Nothing may fail, and the
-/// batch ends with every job finished.
+/// Rounds of: three workers claim a running batch between them; then each
+/// completes its tasks in two calls (one of them carrying its next
+/// claim), while a client cancels single jobs and the whole batch, all at
+/// once. Nothing may fail, and the batch ends with every job finished.
 pub(crate) async fn cancels_race_completions_without_errors(db: &Db) {
     let store = db.store(config()).await;
-    let (w1, w2) = (worker(&store).await, worker(&store).await);
+    let workers = [
+        worker(&store).await,
+        worker(&store).await,
+        worker(&store).await,
+    ];
     let mut partial = None;
-    for round in 0..12 {
-        let batch = submit(&store, mixed_batch(round))
-            .await
-            .batch_id
-            .expect("a batch");
+    for round in 0..16 {
+        let submitted = submit(&store, mixed_batch(round)).await;
+        let batch = submitted.batch_id.expect("a batch");
         // Interleaved claims: each worker holds tasks of every job kind.
-        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+        let mut held: Vec<Vec<ClaimedTask>> = vec![Vec::new(); workers.len()];
         loop {
-            let a = store.claim(w1, 5).await.expect("claim");
-            let b = store.claim(w2, 5).await.expect("claim");
-            if a.is_empty() && b.is_empty() {
+            let mut any = false;
+            for (w, tasks) in workers.iter().zip(&mut held) {
+                let claimed = store.claim(*w, 7).await.expect("claim");
+                any |= !claimed.is_empty();
+                tasks.extend(claimed);
+            }
+            if !any {
                 break;
             }
-            mine.extend(a);
-            theirs.extend(b);
         }
-        let first_split = mine
-            .iter()
-            .chain(&theirs)
-            .find(|t| t.chunks.is_some() && t.spec.runs > Some(CHUNK_PATHS));
-        let partial = partial.get_or_insert_with(|| compute(first_split.expect("a split task")));
-        let (done1, done2) = (outputs(&mine, partial), outputs(&theirs, partial));
-        let (s1, s2, s3) = (store.clone(), store.clone(), store.clone());
-        let (completed, carried, cancelled) = tokio::join!(
-            async move { s1.complete(w1, done1).await },
-            async move { s2.complete_and_claim(w2, done2, 5).await },
-            async move { s3.cancel_batch(batch).await },
-        );
-        completed.expect("completion racing a cancel");
-        carried.expect("completion with a claim racing a cancel");
-        cancelled
-            .expect("cancel racing completions")
-            .expect("batch exists");
+        let partial = partial.get_or_insert_with(|| {
+            let split = held
+                .iter()
+                .flatten()
+                .find(|t| t.spec.runs > Some(CHUNK_PATHS));
+            compute(split.expect("a split task"))
+        });
+        let mut racing = tokio::task::JoinSet::new();
+        for (w, tasks) in workers.iter().copied().zip(&held) {
+            let done = outputs(tasks, partial);
+            let (first, second) = done.split_at(done.len() / 2);
+            let (first, second) = (first.to_vec(), second.to_vec());
+            let s = store.clone();
+            racing.spawn(async move { s.complete(w, first).await.map(drop) });
+            let s = store.clone();
+            racing.spawn(async move { s.complete_and_claim(w, second, 5).await.map(drop) });
+        }
+        // Single jobs from the end of the batch, then the batch itself.
+        for &job in submitted.job_ids.iter().rev().step_by(5) {
+            let s = store.clone();
+            racing.spawn(async move { s.cancel_job(job).await.map(drop) });
+        }
+        let s = store.clone();
+        racing.spawn(async move { s.cancel_batch(batch).await.map(drop) });
+        while let Some(outcome) = racing.join_next().await {
+            outcome
+                .expect("no panic")
+                .unwrap_or_else(|e| panic!("round {round}: racing calls must not fail: {e}"));
+        }
         let view = store.batch(batch).await.expect("read").expect("batch");
         assert_eq!(
             view.counts.succeeded + view.counts.cancelled,
