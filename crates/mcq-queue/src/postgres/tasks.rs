@@ -365,7 +365,8 @@ pub(super) async fn announce(
 }
 
 /// Jobs whose task failed for good: they fail with its error, and their
-/// other unfinished tasks are cancelled. Running siblings keep their token:
+/// other unfinished tasks are cancelled (tasks, then jobs, each in id
+/// order: the lock order of completions). Running siblings keep their token:
 /// the next heartbeat of their worker tells it to stop.
 async fn fail_jobs(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
@@ -385,6 +386,7 @@ async fn fail_jobs(
         "UPDATE jobs j SET state = 'failed', error = i.error, finished_at = now()
          FROM (SELECT DISTINCT ON (id) id, error FROM unnest($1::uuid[], $2::text[]) AS i(id, error)) i
          WHERE j.id = i.id AND j.state IN ('queued', 'running')
+           AND j.id = ANY(ARRAY(SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE))
          RETURNING coalesce(j.batch_id, j.id)",
     )
     .bind(jobs)
@@ -403,8 +405,8 @@ pub(super) fn count_keys(keys: impl IntoIterator<Item = Uuid>) -> BTreeMap<Uuid,
     counts
 }
 
-/// After tasks went back to the queue: each job gives back `refund`
-/// attempts per task, and returns to `queued` when none of its other tasks
+/// After tasks went back to the queue: each job (locked in id order, as
+/// completions lock jobs) gives back `refund` attempts per task, and returns to `queued` when none of its other tasks
 /// runs (`tasks`, the ids just requeued, are excluded explicitly so the
 /// guard does not depend on statement visibility).
 async fn requeue_jobs(
@@ -421,7 +423,8 @@ async fn requeue_jobs(
                  WHERE t.job_id = j.id AND t.state = 'running' AND t.id <> ALL($2)
              ) THEN 'queued' ELSE j.state END
          FROM (SELECT job_id, count(*)::int AS n FROM unnest($1::uuid[]) AS job_id GROUP BY job_id) p
-         WHERE j.id = p.job_id AND j.state = 'running'",
+         WHERE j.id = p.job_id AND j.state = 'running'
+           AND j.id = ANY(ARRAY(SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE))",
     )
     .bind(jobs)
     .bind(tasks)

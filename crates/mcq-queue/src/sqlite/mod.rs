@@ -8,6 +8,7 @@
 //! processes on the same file are serialised by SQLite's lock and the busy
 //! timeout.
 
+mod complete;
 mod read;
 mod submit;
 mod tasks;

@@ -1,5 +1,6 @@
 //! The worker's side on SQLite: the same transitions and fences as
-//! `postgres::tasks`, each operation one `BEGIN IMMEDIATE` transaction.
+//! `postgres::tasks` (completion is `complete.rs`), each operation one
+//! `BEGIN IMMEDIATE` transaction.
 //!
 //! Claims and completions touch their rows with a few multi-row statements
 //! (`UPDATE … FROM (VALUES …)`), not one statement per job: every statement
@@ -15,7 +16,7 @@ use uuid::Uuid;
 use super::{SqliteQueue, duration_us, now_us};
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{ClaimedTask, Heartbeat, Reaped, TaskDone, TaskOutput};
+use crate::types::{ClaimedTask, Heartbeat, Reaped};
 
 /// Due queued tasks in order (expired leases are requeued by `reap`).
 const CLAIM: &str = "
@@ -28,11 +29,11 @@ RETURNING id, job_id, lease_token, attempt, chunk_start, chunk_end";
 
 /// Rows per multi-row statement: at most four parameters a row keeps a
 /// statement far below SQLite's limit of 32,766 parameters.
-const ROWS_PER_STATEMENT: usize = 250;
+pub(super) const ROWS_PER_STATEMENT: usize = 250;
 
 /// `(?2, ?3), (?4, ?5), …`: `rows` tuples of `width` numbered placeholders,
 /// the first one `?first`. The statement text never carries data.
-fn placeholders(first: usize, rows: usize, width: usize) -> String {
+pub(super) fn placeholders(first: usize, rows: usize, width: usize) -> String {
     let mut out = String::with_capacity(rows * width * 6);
     for row in 0..rows {
         if row > 0 {
@@ -53,7 +54,7 @@ fn placeholders(first: usize, rows: usize, width: usize) -> String {
 
 /// `… FROM (SELECT column1 AS a, column2 AS b … FROM (VALUES …)) AS i`: the
 /// rows bound to a multi-row statement as a table `i` with named columns.
-fn values_table(first: usize, rows: usize, columns: &[&str]) -> String {
+pub(super) fn values_table(first: usize, rows: usize, columns: &[&str]) -> String {
     let named: Vec<String> = columns
         .iter()
         .enumerate()
@@ -218,155 +219,6 @@ impl SqliteQueue {
             requeued,
             failed: rows.len() as u64,
         })
-    }
-
-    /// Fenced completion; a job's result is written with its last task.
-    pub(crate) async fn complete(
-        &self,
-        worker: Uuid,
-        done: Vec<TaskDone>,
-    ) -> Result<Vec<i64>, StoreError> {
-        let now = now_us();
-        let mut tx = self.write().await?;
-        // The fenced task transitions; accepted rows come back with their job.
-        let mut accepted: HashMap<i64, Uuid> = HashMap::with_capacity(done.len());
-        for chunk in done.chunks(ROWS_PER_STATEMENT) {
-            let sql = format!(
-                "UPDATE tasks SET state = 'succeeded', partial = i.partial, compute_ms = i.ms,
-                     finished_at = ?1, lease_token = NULL, lease_expires_at = NULL
-                 FROM {}
-                 WHERE tasks.id = i.id AND tasks.lease_token = i.token AND tasks.state = 'running'
-                 RETURNING tasks.id, tasks.job_id",
-                values_table(2, chunk.len(), &["id", "token", "partial", "ms"])
-            );
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
-            for task in chunk {
-                let partial = match &task.output {
-                    TaskOutput::Partial(p) => Some(plan::partial_json(p)?),
-                    TaskOutput::Result(_) => None,
-                };
-                query = query
-                    .bind(task.task_id)
-                    .bind(task.lease_token)
-                    .bind(partial)
-                    .bind(task.compute_ms);
-            }
-            for row in query.fetch_all(&mut *tx).await? {
-                accepted.insert(row.try_get("id")?, row.try_get("job_id")?);
-            }
-        }
-        let refused: Vec<i64> = done
-            .iter()
-            .map(|t| t.task_id)
-            .filter(|id| !accepted.contains_key(id))
-            .collect();
-        // Per job: tasks accepted now, their kernel time, the single output.
-        let mut per_job: BTreeMap<Uuid, (i64, f64, Option<&TaskOutput>)> = BTreeMap::new();
-        for task in &done {
-            if let Some(job_id) = accepted.get(&task.task_id) {
-                let entry = per_job.entry(*job_id).or_insert((0, 0.0, None));
-                entry.0 += 1;
-                entry.1 += task.compute_ms;
-                entry.2 = Some(&task.output);
-            }
-        }
-        // Bump each job's counter; the jobs whose last task this was come
-        // back with their spec.
-        let per_job: Vec<_> = per_job.into_iter().collect();
-        let mut finished = Vec::new();
-        for chunk in per_job.chunks(ROWS_PER_STATEMENT) {
-            let sql = format!(
-                "UPDATE jobs SET tasks_done = tasks_done + i.n, compute_ms = compute_ms + i.ms
-                 FROM {}
-                 WHERE jobs.id = i.id
-                 RETURNING jobs.id, jobs.task_count, jobs.compute_ms,
-                     CASE WHEN jobs.tasks_done >= jobs.task_count THEN jobs.spec END AS spec",
-                values_table(1, chunk.len(), &["id", "n", "ms"])
-            );
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (job_id, (n, ms, _)) in chunk {
-                query = query.bind(job_id).bind(n).bind(ms);
-            }
-            let outputs: HashMap<Uuid, Option<&TaskOutput>> =
-                chunk.iter().map(|(id, (_, _, out))| (*id, *out)).collect();
-            for row in query.fetch_all(&mut *tx).await? {
-                let Some(spec) = row.try_get::<Option<String>, _>("spec")? else {
-                    continue;
-                };
-                let job_id: Uuid = row.try_get("id")?;
-                finished.push((
-                    job_id,
-                    row.try_get::<i64, _>("task_count")?,
-                    row.try_get::<f64, _>("compute_ms")?,
-                    spec,
-                    outputs.get(&job_id).copied().flatten(),
-                ));
-            }
-        }
-        // Results of the finished jobs, merged from partials where split.
-        let mut results = Vec::with_capacity(finished.len());
-        for (job_id, task_count, compute_ms, spec, output) in &finished {
-            let result = match (task_count, output) {
-                (1, Some(TaskOutput::Result(result))) => result.clone(),
-                (1, Some(TaskOutput::Partial(p))) => plan::valid_spec(spec)?.finish(p, *compute_ms),
-                _ => {
-                    let partials: Vec<Option<String>> = sqlx::query_scalar(
-                        "SELECT partial FROM tasks WHERE job_id = ?1 AND state = 'succeeded' ORDER BY chunk_start",
-                    )
-                    .bind(job_id)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                    let partials = partials
-                        .into_iter()
-                        .collect::<Option<Vec<String>>>()
-                        .ok_or_else(|| {
-                            StoreError::Corrupt("a task of a split job has no partial".into())
-                        })?;
-                    plan::finish_from_partials(
-                        spec,
-                        partials.iter().map(String::as_str),
-                        *compute_ms,
-                    )?
-                }
-            };
-            results.push((*job_id, plan::result_json(&result)?, result.price));
-        }
-        for chunk in results.chunks(ROWS_PER_STATEMENT) {
-            let sql = format!(
-                "INSERT INTO results (job_id, result, created_at) VALUES {}",
-                placeholders(1, chunk.len(), 3)
-            );
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (job_id, result, _) in chunk {
-                query = query.bind(job_id).bind(result).bind(now);
-            }
-            query.execute(&mut *tx).await?;
-            let sql = format!(
-                "UPDATE jobs SET state = 'succeeded', finished_at = ?1, price = i.price
-                 FROM {}
-                 WHERE jobs.id = i.id AND jobs.state IN ('queued', 'running')",
-                values_table(2, chunk.len(), &["id", "price"])
-            );
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
-            for (job_id, _, price) in chunk {
-                query = query.bind(job_id).bind(price);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        let jobs_done = results.len() as i64;
-        let tasks_done = accepted.len() as i64;
-        sqlx::query("UPDATE workers SET tasks_done = tasks_done + ?2, jobs_done = jobs_done + ?3 WHERE id = ?1")
-            .bind(worker)
-            .bind(tasks_done)
-            .bind(jobs_done)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        if jobs_done > 0 {
-            // Batch ids are not at hand here; the nil key counts for all.
-            self.announcer.announce(Uuid::nil(), jobs_done as u64);
-        }
-        Ok(refused)
     }
 
     /// Fenced failure: retry after backoff, or fail the job on the last attempt.

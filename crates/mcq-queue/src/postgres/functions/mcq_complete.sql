@@ -201,6 +201,9 @@ BEGIN
     SELECT a.id, NULL::uuid, NULL::bigint, NULL::text, NULL::double precision, NULL::text[]
     FROM unnest(coalesce(acc_ids, '{}') || pa_ids) AS a(id)
     WHERE a.id <> ALL(held_ids);
+    IF cardinality(held_ids) = 0 THEN
+        RETURN;
+    END IF;
     RETURN QUERY
     SELECT NULL::bigint, t.job_id, t.id, j.spec::text, j.compute_ms + t.compute_ms,
            ARRAY(SELECT s.partial::text FROM tasks s
