@@ -137,10 +137,8 @@ async fn bump_jobs<'a>(
         for (job_id, (n, ms, _)) in chunk {
             query = query.bind(job_id).bind(n).bind(ms);
         }
-        let outputs: HashMap<Uuid, Option<&TaskOutput>> = chunk
-            .iter()
-            .map(|(id, (_, _, out))| (**id, *out))
-            .collect();
+        let outputs: HashMap<Uuid, Option<&TaskOutput>> =
+            chunk.iter().map(|(id, (_, _, out))| (**id, *out)).collect();
         for row in query.fetch_all(&mut **tx).await? {
             let Some(spec) = row.try_get::<Option<String>, _>("spec")? else {
                 continue;
@@ -180,7 +178,9 @@ async fn job_result(
             let partials = partials
                 .into_iter()
                 .collect::<Option<Vec<String>>>()
-                .ok_or_else(|| StoreError::Corrupt("a task of a split job has no partial".into()))?;
+                .ok_or_else(|| {
+                    StoreError::Corrupt("a task of a split job has no partial".into())
+                })?;
             plan::finish_from_partials(
                 &job.spec,
                 partials.iter().map(String::as_str),

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use mcq_api_types::JobState;
 use mcq_kernel::CHUNK_PATHS;
-use mcq_queue::{ClaimedTask, JobState, QueueConfig, Submission, TaskDone, TaskOutput};
+use mcq_queue::{ClaimedTask, QueueConfig, Submission, TaskDone, TaskOutput};
 use sqlx::Connection as _;
 
 use crate::harness::{Db, compute, spec, submit, worker};
