@@ -14,11 +14,11 @@ use crate::plan;
 use crate::store::StoreError;
 use crate::types::{ClaimedTask, Heartbeat, Reaped};
 
-// Row estimates of CTEs are guesses (usually one row), so these statements
-// avoid joining one CTE against another: a nested loop over two CTEs of a
-// thousand rows each is a million comparisons. Results that belong to
-// different CTEs come back as separate rows of a UNION ALL instead, and
-// per-job arithmetic happens in Rust between statements.
+// Row estimates of CTEs are guesses (usually one row), so the queue's
+// statements (here and in functions/) avoid joining one CTE against
+// another: a nested loop over two CTEs of a thousand rows each is a
+// million comparisons. Results that belong to different CTEs come back as
+// separate rows of a UNION ALL instead.
 //
 // Fenced statements find their leases without a join: `id = ANY($ids) AND
 // lease_token = ANY($tokens)`. Tokens are random and new on every claim, so
@@ -35,9 +35,9 @@ use crate::types::{ClaimedTask, Heartbeat, Reaped};
 // reads the presented rows by id and pairs tokens in Rust instead.
 
 /// Claim: `mcq_claim` (functions/mcq_claim.sql) takes due queued tasks in
-/// order under new leases and starts their jobs. It lives
-/// in the database so that its plan can be pinned to the ordered walk of
-/// the queued-tasks index whatever the statistics say. Expired leases are
+/// order under new leases and starts their jobs. It lives in the database
+/// so that its plan can be pinned to the ordered walk of the queued-tasks
+/// index whatever the statistics say. Expired leases are
 /// not looked for here: the reaper puts them back in the queue, so a claim
 /// never scans running tasks (whose index keeps the entries of deleted
 /// tasks until vacuum).
