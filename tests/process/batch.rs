@@ -12,9 +12,9 @@ use mcq_tests::McqProcess;
 use uuid::Uuid;
 
 /// A store for submitting, whose jobs split into tasks of `chunks_per_task`
-/// chunks. A batch of single-task jobs is staged however small (migration
-/// 0008), so the workers here materialise it by claiming, as they would a
-/// large one, before they are killed, stopped or cut off.
+/// chunks. A batch of single-task jobs is staged however small
+/// (`stage_from: 1`), so the workers here materialise it by claiming, as
+/// they would a large one, before they are killed, stopped or cut off.
 pub(crate) async fn store(url: &str, chunks_per_task: u64) -> anyhow::Result<Store> {
     let config = QueueConfig {
         chunks_per_task,
