@@ -11,7 +11,7 @@ use mcq_kernel::CHUNK_PATHS;
 use mcq_queue::{ClaimedTask, QueueConfig, Submission, TaskDone, TaskOutput};
 use sqlx::Connection as _;
 
-use crate::harness::{Db, compute, spec, submit, worker};
+use crate::harness::{Db, compute, job, submit, worker};
 
 /// Jobs per round: every third one split into three one-chunk tasks.
 const JOBS: u64 = 150;
@@ -26,9 +26,9 @@ fn mixed_batch(round: u64) -> Submission {
             .map(|i| {
                 let seed = round * JOBS + i + 1;
                 if i % 3 == 0 {
-                    spec(3 * CHUNK_PATHS, seed)
+                    job(3 * CHUNK_PATHS, seed)
                 } else {
-                    spec(1000, seed)
+                    job(1000, seed)
                 }
             })
             .collect(),
@@ -155,7 +155,7 @@ async fn a_cancel_and_a_completion_waiting_for_the_same_task_both_finish() {
     let me = worker(&store).await;
     // Job 0 is split (tasks with the lowest ids), job 1 is one task.
     let submission = Submission {
-        jobs: vec![spec(3 * CHUNK_PATHS, 1), spec(1000, 2)],
+        jobs: vec![job(3 * CHUNK_PATHS, 1), job(1000, 2)],
         ..mixed_batch(0)
     };
     let batch = submit(&store, submission).await.batch_id.expect("a batch");
