@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::interval::{Bootstrap, Interval, median_at, median_interval};
 use crate::platform::Platform;
 use crate::record::{JobRecord, TrialRecord};
 use crate::stats::{Summary, median};
@@ -38,12 +39,19 @@ pub struct LevelSummary {
     pub cold_wall_ms: f64,
     /// Wall times of the warm trials (all trials when there is only one).
     pub wall_ms: Option<Summary>,
+    /// 95% order-statistic interval of the median warm wall time.
+    pub wall_p50_interval_ms: Option<Interval>,
     /// Median warm compute per call (kernel time).
     pub compute_per_call_ms: f64,
     /// Median warm wall of `local-1` / median warm wall of this platform.
     pub speedup_vs_local_1: Option<f64>,
+    /// 95% bootstrap interval of the speedup.
+    pub speedup_interval: Option<Interval>,
     /// Median warm wall of `local-all` / median warm wall of this platform.
     pub efficiency_vs_local_all: Option<f64>,
+    /// 95% bootstrap interval of the efficiency (both platforms' trials
+    /// resampled independently).
+    pub efficiency_interval: Option<Interval>,
     /// Median, over the warm trials both ran, of `local-all`'s wall / this
     /// platform's wall in the trial of the same number. The platforms'
     /// trials run one after the other, so each ratio compares the same
@@ -51,6 +59,8 @@ pub struct LevelSummary {
     /// (`local-all` alone took 0.24–0.30 s for the same batch within an
     /// hour) it is steadier than the ratio of the medians.
     pub efficiency_paired_vs_local_all: Option<f64>,
+    /// 95% bootstrap interval of the paired efficiency (pairs resampled).
+    pub efficiency_paired_interval: Option<Interval>,
     /// `(slots × wall − compute) / calls` over the warm trials.
     pub overhead_per_job_ms: Option<Summary>,
     /// (wall − wall of `local-all`) / calls, medians of warm trials: what
@@ -73,24 +83,62 @@ fn warm<'a>(trials: &[&'a TrialRecord]) -> Vec<&'a TrialRecord> {
     }
 }
 
-/// Median warm wall time of one platform at one level.
-pub(crate) fn median_wall(trials: &[TrialRecord], platform: Platform, runs: u64) -> Option<f64> {
+/// Warm wall times of one platform at one level, in trial order.
+pub(crate) fn warm_walls(trials: &[TrialRecord], platform: Platform, runs: u64) -> Vec<f64> {
     let mine: Vec<&TrialRecord> = trials
         .iter()
         .filter(|t| t.platform == platform && t.runs == runs)
         .collect();
-    let walls: Vec<f64> = warm(&mine).iter().map(|t| t.wall_ms).collect();
+    warm(&mine).iter().map(|t| t.wall_ms).collect()
+}
+
+/// Median warm wall time of one platform at one level.
+pub(crate) fn median_wall(trials: &[TrialRecord], platform: Platform, runs: u64) -> Option<f64> {
+    let walls = warm_walls(trials, platform, runs);
     (!walls.is_empty()).then(|| median(&walls))
 }
 
+/// The ratio of two platforms' median warm walls, `base / platform`, with
+/// its bootstrap interval.
+fn ratio_of_medians(
+    trials: &[TrialRecord],
+    base: Platform,
+    platform: Platform,
+    runs: u64,
+) -> (Option<f64>, Option<Interval>) {
+    let (b, p) = (
+        warm_walls(trials, base, runs),
+        warm_walls(trials, platform, runs),
+    );
+    if b.is_empty() || p.is_empty() {
+        return (None, None);
+    }
+    if base == platform {
+        // A platform against itself is 1 exactly, with no uncertainty.
+        let one = Interval {
+            low: 1.0,
+            high: 1.0,
+            confidence: 1.0,
+            method: crate::interval::Method::OrderStatistics,
+        };
+        return (Some(1.0), Some(one));
+    }
+    let ratio = median(&b) / median(&p);
+    let ci = Bootstrap::default().interval(&[b.len(), p.len()], |picks| {
+        median_at(&b, &picks[0]) / median_at(&p, &picks[1])
+    });
+    (Some(ratio), ci)
+}
+
 /// Median over the warm trial numbers that both `base` and `platform` ran
-/// of `base`'s wall / `platform`'s wall in that trial.
+/// of `base`'s wall / `platform`'s wall in that trial, with the bootstrap
+/// interval from resampling those pairs.
 fn paired_ratio(
     trials: &[TrialRecord],
     base: Platform,
     platform: Platform,
     runs: u64,
-) -> Option<f64> {
+) -> (Option<f64>, Option<Interval>) {
     let of = |p: Platform| -> Vec<&TrialRecord> {
         trials
             .iter()
@@ -106,7 +154,11 @@ fn paired_ratio(
             (t.wall_ms > 0.0).then(|| b.wall_ms / t.wall_ms)
         })
         .collect();
-    (!ratios.is_empty()).then(|| median(&ratios))
+    if ratios.is_empty() {
+        return (None, None);
+    }
+    let ci = Bootstrap::default().interval(&[ratios.len()], |picks| median_at(&ratios, &picks[0]));
+    (Some(median(&ratios)), ci)
 }
 
 /// Summarises every (platform, level) that ran, in platform then level order.
@@ -140,7 +192,10 @@ fn level(
     let component =
         |f: fn(&JobRecord) -> f64| Summary::of(&warm_jobs.iter().map(|j| f(j)).collect::<Vec<_>>());
     let own = median_wall(trials, platform, runs);
-    let ratio_to = |base: Platform| Some(median_wall(trials, base, runs)? / own?);
+    let (speedup, speedup_interval) = ratio_of_medians(trials, Platform::Local1, platform, runs);
+    let (efficiency, efficiency_interval) =
+        ratio_of_medians(trials, Platform::LocalAll, platform, runs);
+    let (paired, paired_interval) = paired_ratio(trials, Platform::LocalAll, platform, runs);
     let calls = mine.first().map_or(0, |t| t.calls);
     let extra = match (own, median_wall(trials, Platform::LocalAll, runs)) {
         (Some(own), Some(all)) if calls > 0 => Some((own - all) / f64::from(calls)),
@@ -153,10 +208,14 @@ fn level(
         slots: mine.first().map_or(0, |t| t.slots),
         cold_wall_ms: mine.iter().find(|t| t.cold).map_or(f64::NAN, |t| t.wall_ms),
         wall_ms: Summary::of(&walls),
+        wall_p50_interval_ms: median_interval(&walls),
         compute_per_call_ms: median(&warm_jobs.iter().map(|j| j.compute_ms).collect::<Vec<_>>()),
-        speedup_vs_local_1: ratio_to(Platform::Local1),
-        efficiency_vs_local_all: ratio_to(Platform::LocalAll),
-        efficiency_paired_vs_local_all: paired_ratio(trials, Platform::LocalAll, platform, runs),
+        speedup_vs_local_1: speedup,
+        speedup_interval,
+        efficiency_vs_local_all: efficiency,
+        efficiency_interval,
+        efficiency_paired_vs_local_all: paired,
+        efficiency_paired_interval: paired_interval,
         overhead_per_job_ms: Summary::of(&overheads),
         extra_vs_local_all_per_job_ms: extra,
         jobs: JobSummary {
@@ -201,6 +260,7 @@ mod tests {
             platform,
             runs: 1000,
             trial,
+            position: 1,
             cold: trial == 1,
             calls: 10,
             slots,
@@ -245,6 +305,21 @@ mod tests {
         assert!((service.extra_vs_local_all_per_job_ms.unwrap() - 5.0).abs() < 1e-12);
         let local1 = of(&summary, Platform::Local1);
         assert!((local1.speedup_vs_local_1.unwrap() - 1.0).abs() < 1e-12);
+        // Two warm trials: the interval of the median is their range, which
+        // covers the true median only half the time, and says so.
+        let ci = service.wall_p50_interval_ms.unwrap();
+        assert_eq!((ci.low, ci.high, ci.confidence), (520.0, 580.0, 0.5));
+        let eff = service.efficiency_interval.unwrap();
+        assert!(
+            eff.low <= 500.0 / 550.0 && 500.0 / 550.0 <= eff.high,
+            "{eff:?}"
+        );
+        // Bootstrap ends are ratios of medians of resampled trials.
+        assert!(eff.low >= 500.0 / 580.0 - 1e-12 && eff.high <= 500.0 / 520.0 + 1e-12);
+        assert_eq!(
+            local1.speedup_interval.map(|c| (c.low, c.high)),
+            Some((1.0, 1.0))
+        );
     }
 
     #[test]

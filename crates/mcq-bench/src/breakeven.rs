@@ -4,7 +4,8 @@
 
 use serde::Serialize;
 
-use crate::analysis::median_wall;
+use crate::analysis::warm_walls;
+use crate::interval::{Bootstrap, Interval, median_at, median_interval};
 use crate::platform::Platform;
 use crate::record::{JobRecord, TrialRecord};
 use crate::stats::median;
@@ -25,6 +26,12 @@ pub struct SweepPoint {
     pub local_all_ms: Option<f64>,
     /// As above, `service`.
     pub service_ms: Option<f64>,
+    /// 95% interval of `local_1_ms` (order statistics).
+    pub local_1_interval_ms: Option<Interval>,
+    /// 95% interval of `local_all_ms`.
+    pub local_all_interval_ms: Option<Interval>,
+    /// 95% interval of `service_ms`.
+    pub service_interval_ms: Option<Interval>,
 }
 
 /// How a crossing was found.
@@ -48,6 +55,12 @@ pub struct Crossing {
     pub runs: Option<f64>,
     /// `local-1` kernel time per call there, interpolated log-log.
     pub compute_per_call_ms: Option<f64>,
+    /// 95% bootstrap interval of `runs`, every platform's warm trials of
+    /// every level resampled and the crossing found again. A resample that
+    /// holds at the smallest level counts as that level; one that never
+    /// crosses counts as +∞, so an infinite upper end says the crossing may
+    /// lie beyond the levels measured.
+    pub runs_interval: Option<Interval>,
 }
 
 /// The sweep and its two marks.
@@ -66,59 +79,128 @@ pub(crate) fn analyse(trials: &[TrialRecord], jobs: &[JobRecord]) -> BreakEven {
     let mut levels: Vec<u64> = trials.iter().map(|t| t.runs).collect();
     levels.sort_unstable();
     levels.dedup();
+    // Warm walls per level, in the order local-1, local-all, service.
+    let walls: Vec<[Vec<f64>; 3]> = levels
+        .iter()
+        .map(|&runs| Platform::ALL.map(|p| warm_walls(trials, p, runs)))
+        .collect();
+    let compute: Vec<Option<f64>> = levels
+        .iter()
+        .map(|&runs| local_1_compute(jobs, runs))
+        .collect();
     let points: Vec<SweepPoint> = levels
         .iter()
-        .map(|&runs| {
-            let warm_compute: Vec<f64> = jobs
-                .iter()
-                .filter(|j| j.platform == Platform::Local1 && j.runs == runs && j.trial > 1)
-                .map(|j| j.compute_ms)
-                .collect();
-            let any_compute: Vec<f64> = jobs
-                .iter()
-                .filter(|j| j.platform == Platform::Local1 && j.runs == runs)
-                .map(|j| j.compute_ms)
-                .collect();
-            let compute = if warm_compute.is_empty() {
-                any_compute
-            } else {
-                warm_compute
-            };
+        .zip(&walls)
+        .zip(&compute)
+        .map(|((&runs, walls), &compute)| {
+            let med = |w: &Vec<f64>| (!w.is_empty()).then(|| median(w));
             SweepPoint {
                 runs,
-                local_1_compute_per_call_ms: (!compute.is_empty()).then(|| median(&compute)),
-                local_1_ms: median_wall(trials, Platform::Local1, runs),
-                local_all_ms: median_wall(trials, Platform::LocalAll, runs),
-                service_ms: median_wall(trials, Platform::Service, runs),
+                local_1_compute_per_call_ms: compute,
+                local_1_ms: med(&walls[0]),
+                local_all_ms: med(&walls[1]),
+                service_ms: med(&walls[2]),
+                local_1_interval_ms: median_interval(&walls[0]),
+                local_all_interval_ms: median_interval(&walls[1]),
+                service_interval_ms: median_interval(&walls[2]),
             }
         })
         .collect();
-    // Margins are log ratios, so the interpolated crossing is where the
-    // straight segments of the log-log chart cross.
-    let beats = margins(&points, |p| Some((p.local_1_ms? / p.service_ms?).ln()));
-    let efficient = margins(&points, |p| {
-        Some((p.local_all_ms? / p.service_ms? / EFFICIENCY_MARK).ln())
-    });
+    let medians: Vec<[Option<f64>; 3]> = points
+        .iter()
+        .map(|p| [p.local_1_ms, p.local_all_ms, p.service_ms])
+        .collect();
+    let with_interval = |mark: Mark| {
+        let found = find(&levels, &compute, &medians, mark)?;
+        Some(Crossing {
+            runs_interval: crossing_interval(&levels, &compute, &walls, mark),
+            ..found
+        })
+    };
     BreakEven {
-        service_beats_local_1: beats.map(|m| crossing(&m)),
-        service_reaches_90pct_of_local_all: efficient.map(|m| crossing(&m)),
+        service_beats_local_1: with_interval(Mark::BeatsLocal1),
+        service_reaches_90pct_of_local_all: with_interval(Mark::Reaches90PctOfLocalAll),
         points,
     }
 }
 
+/// Median warm kernel time of one `local-1` call at one level (all trials
+/// when only a cold one ran).
+fn local_1_compute(jobs: &[JobRecord], runs: u64) -> Option<f64> {
+    let of = |warm_only: bool| -> Vec<f64> {
+        jobs.iter()
+            .filter(|j| j.platform == Platform::Local1 && j.runs == runs)
+            .filter(|j| !warm_only || j.trial > 1)
+            .map(|j| j.compute_ms)
+            .collect()
+    };
+    let warm = of(true);
+    let compute = if warm.is_empty() { of(false) } else { warm };
+    (!compute.is_empty()).then(|| median(&compute))
+}
+
+/// The two conditions the sweep looks for.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    BeatsLocal1,
+    Reaches90PctOfLocalAll,
+}
+
+impl Mark {
+    /// The condition's margin as a log ratio (≥ 0 where it holds), so the
+    /// interpolated crossing is where the straight segments of the log-log
+    /// chart cross. Medians in the order local-1, local-all, service.
+    fn margin(self, m: &[Option<f64>; 3]) -> Option<f64> {
+        match self {
+            Mark::BeatsLocal1 => Some((m[0]? / m[2]?).ln()),
+            Mark::Reaches90PctOfLocalAll => Some((m[1]? / m[2]? / EFFICIENCY_MARK).ln()),
+        }
+    }
+}
+
+fn find(
+    levels: &[u64],
+    compute: &[Option<f64>],
+    medians: &[[Option<f64>; 3]],
+    mark: Mark,
+) -> Option<Crossing> {
+    let known: Vec<Margin> = levels
+        .iter()
+        .zip(compute)
+        .zip(medians)
+        .filter_map(|((&runs, &c), m)| Some((runs as f64, mark.margin(m)?, c)))
+        .collect();
+    (!known.is_empty()).then(|| crossing(&known))
+}
+
+/// Bootstraps the crossing's position: every non-empty (level, platform)
+/// group of warm walls is resampled on its own.
+fn crossing_interval(
+    levels: &[u64],
+    compute: &[Option<f64>],
+    walls: &[[Vec<f64>; 3]],
+    mark: Mark,
+) -> Option<Interval> {
+    let groups: Vec<(usize, usize)> = (0..walls.len())
+        .flat_map(|l| (0..3).map(move |p| (l, p)))
+        .filter(|&(l, p)| !walls[l][p].is_empty())
+        .collect();
+    let sizes: Vec<usize> = groups.iter().map(|&(l, p)| walls[l][p].len()).collect();
+    Bootstrap::default().interval(&sizes, |picks| {
+        let mut medians = vec![[None; 3]; walls.len()];
+        for (&(l, p), pick) in groups.iter().zip(picks) {
+            medians[l][p] = Some(median_at(&walls[l][p], pick));
+        }
+        match find(levels, compute, &medians, mark) {
+            Some(c) if c.kind == CrossingKind::NotReached => f64::INFINITY,
+            Some(c) => c.runs.unwrap_or(f64::NAN),
+            None => f64::NAN,
+        }
+    })
+}
+
 /// (runs, margin, compute per call) for every point where the margin is known.
 type Margin = (f64, f64, Option<f64>);
-
-fn margins(
-    points: &[SweepPoint],
-    margin: impl Fn(&SweepPoint) -> Option<f64>,
-) -> Option<Vec<Margin>> {
-    let known: Vec<Margin> = points
-        .iter()
-        .filter_map(|p| Some((p.runs as f64, margin(p)?, p.local_1_compute_per_call_ms)))
-        .collect();
-    (!known.is_empty()).then_some(known)
-}
 
 /// Finds the first level from which `margin >= 0` holds for all larger
 /// levels (noise can make a single small level look good), interpolating
@@ -129,6 +211,7 @@ pub(crate) fn crossing(points: &[Margin]) -> Crossing {
             kind: CrossingKind::NotReached,
             runs: None,
             compute_per_call_ms: None,
+            runs_interval: None,
         };
     };
     if first == 0 {
@@ -136,6 +219,7 @@ pub(crate) fn crossing(points: &[Margin]) -> Crossing {
             kind: CrossingKind::AtOrBelowSmallest,
             runs: Some(points[0].0),
             compute_per_call_ms: points[0].2,
+            runs_interval: None,
         };
     }
     let (r0, m0, c0) = points[first - 1];
@@ -153,6 +237,7 @@ pub(crate) fn crossing(points: &[Margin]) -> Crossing {
         kind: CrossingKind::Interpolated,
         runs: Some(runs),
         compute_per_call_ms: compute,
+        runs_interval: None,
     }
 }
 
@@ -183,5 +268,57 @@ mod tests {
         let noisy = crossing(&[(1e3, 0.1, None), (1e4, -0.2, None), (1e5, 0.2, None)]);
         assert_eq!(noisy.kind, CrossingKind::Interpolated);
         assert!((noisy.runs.unwrap() - 10f64.powf(4.5)).abs() < 1e-6);
+    }
+
+    fn wall(platform: Platform, runs: u64, trial: u32, wall_ms: f64) -> TrialRecord {
+        TrialRecord {
+            platform,
+            runs,
+            trial,
+            position: 1,
+            cold: trial == 1,
+            calls: 10,
+            slots: 1,
+            wall_ms,
+            compute_ms: 0.0,
+            overhead_per_job_ms: 0.0,
+            succeeded: 10,
+            mean_price: 9.5,
+            polls: 0,
+        }
+    }
+
+    #[test]
+    fn the_crossing_has_a_bootstrap_interval_around_it() {
+        // local-1 takes 10·r µs, the service 5·r µs + 50 ms, each trial
+        // scattered by ±10%: they cross at r = 10,000.
+        let mut trials = Vec::new();
+        for &runs in &[1_000u64, 3_000, 30_000, 100_000] {
+            for trial in 1..=11u32 {
+                let noise = 1.0 + 0.1 * ((f64::from(trial) * 0.618).fract() - 0.5) * 2.0;
+                let r = runs as f64;
+                trials.push(wall(Platform::Local1, runs, trial, 0.01 * r * noise));
+                trials.push(wall(
+                    Platform::Service,
+                    runs,
+                    trial,
+                    (0.005 * r + 50.0) / noise,
+                ));
+            }
+        }
+        let analysis = analyse(&trials, &[]);
+        let beats = analysis.service_beats_local_1.unwrap();
+        let runs = beats.runs.unwrap();
+        assert!((3_000.0..30_000.0).contains(&runs), "{beats:?}");
+        let ci = beats.runs_interval.unwrap();
+        assert!(
+            ci.low <= runs && runs <= ci.high && ci.high.is_finite(),
+            "{ci:?}"
+        );
+        assert!(ci.low >= 3_000.0 && ci.high <= 30_000.0, "{ci:?}");
+        // local-all never ran, so the second mark is unknown.
+        assert_eq!(analysis.service_reaches_90pct_of_local_all, None);
+        let point = &analysis.points[0];
+        assert!(point.local_1_interval_ms.is_some() && point.local_all_interval_ms.is_none());
     }
 }

@@ -13,6 +13,7 @@ mod breakdown;
 mod breakeven;
 mod chart;
 mod count;
+mod interval;
 mod local;
 mod output;
 mod platform;
@@ -31,10 +32,14 @@ pub use analysis::{JobSummary, LevelSummary, summarise};
 pub use breakdown::{Breakdown, Poll, ServerTimes, break_down};
 pub use breakeven::{BreakEven, Crossing, CrossingKind, EFFICIENCY_MARK, SweepPoint};
 pub use count::{parse_count, parse_count_list};
+pub use interval::{
+    BOOTSTRAP_SEED, Bootstrap, CONFIDENCE, Interval, Method, RESAMPLES, median_interval,
+    median_ranks,
+};
 pub use output::{JOBS_CSV, Machine, SUMMARY_JSON, Settings, Summary, TRIALS_CSV};
 pub use platform::{Platform, parse_platforms};
 pub use record::{JobRecord, TrialRecord};
-pub use runner::{Event, Measurements, Plan, batch};
+pub use runner::{Event, Measurements, Plan, batch, round_orders};
 pub use service::{Backend, PollOptions, Target};
 pub use stats::Summary as Stats;
 
@@ -126,6 +131,18 @@ fn describe_target(target: &Target) -> String {
     }
 }
 
+/// What every chart title names: where the service ran and over which link.
+fn chart_context(plan: &Plan) -> String {
+    let backend = match plan.service.as_ref() {
+        _ if !plan.platforms.contains(&Platform::Service) => "local only".to_owned(),
+        Some(Target::Server(_)) => "service: remote server".to_owned(),
+        Some(Target::Start(Backend::Embedded { .. })) => "service: SQLite (embedded)".to_owned(),
+        Some(Target::Start(Backend::Postgres { .. })) => "service: PostgreSQL".to_owned(),
+        None => "service: none".to_owned(),
+    };
+    format!("{backend}, link: loopback")
+}
+
 fn draw_charts(
     plan: &Plan,
     main_runs: u64,
@@ -139,10 +156,12 @@ fn draw_charts(
         .iter()
         .filter(|t| t.runs == main_runs)
         .collect();
+    let context = chart_context(plan);
     let wall = chart::WallChart {
         trials: main_trials,
         calls: plan.calls,
         runs: main_runs,
+        context: context.clone(),
     };
     files.extend(chart::save(&wall, out_dir, CHART_NAMES[0])?);
 
@@ -166,7 +185,7 @@ fn draw_charts(
     let timeline = chart::TimelineChart {
         trial_jobs,
         trial_title: format!(
-            "{shown}, trial {last_trial}, {} calls × {main_runs} runs",
+            "{shown}, trial {last_trial}, {} calls × {main_runs} runs, {context}",
             plan.calls
         ),
         warm_jobs,
@@ -178,6 +197,7 @@ fn draw_charts(
             &chart::BreakEvenChart {
                 analysis,
                 calls: plan.calls,
+                context,
             },
             out_dir,
             CHART_NAMES[2],
@@ -208,6 +228,7 @@ mod tests {
                         platform,
                         runs,
                         trial,
+                        position: 1,
                         cold: trial == 1,
                         calls: plan.calls,
                         slots,

@@ -11,8 +11,10 @@ pub struct TrialRecord {
     pub platform: Platform,
     /// Paths per call.
     pub runs: u64,
-    /// 1-based trial number within this platform and `runs`.
+    /// 1-based trial number within this platform and `runs`: the round.
     pub trial: u32,
+    /// 1-based place of this platform in its round's shuffled order.
+    pub position: u32,
     /// True for the first trial, which pays thread-pool start, page faults,
     /// a fresh server's connection set-up and so on.
     pub cold: bool,

@@ -1,10 +1,18 @@
 //! Runs a benchmark plan: every `runs` level, every trial, every platform,
-//! interleaved so that slow drift of a shared machine hits all platforms alike.
+//! as randomised multiple interleaved trials. Each round runs every
+//! platform once, in an order shuffled afresh for the round by a generator
+//! seeded from the plan's seed: slow drift of a shared machine then hits
+//! all platforms alike, and no platform always runs right after another
+//! (a fixed order lets one platform's after-effects, such as a cooling CPU
+//! or a busy page cache, bias the next one's times).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use mcq_kernel::Spec;
+use rand::SeedableRng;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::seq::SliceRandom;
 
 use crate::local;
 use crate::platform::Platform;
@@ -75,6 +83,23 @@ pub struct Measurements {
     pub jobs: Vec<JobRecord>,
 }
 
+/// Mixed into the plan's seed for the generator of the platform order, so
+/// the order does not correlate with the prices' seeds.
+const ORDER_SALT: u64 = 0x6f72_6465_725f_6d63;
+
+/// The platform order of every round: `rounds` shuffles of `platforms`,
+/// the same for the same seed.
+pub fn round_orders(platforms: &[Platform], rounds: usize, seed: u64) -> Vec<Vec<Platform>> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ ORDER_SALT);
+    (0..rounds)
+        .map(|_| {
+            let mut order = platforms.to_vec();
+            order.shuffle(&mut rng);
+            order
+        })
+        .collect()
+}
+
 /// The batch of one level: the original sample's spec with `runs` paths and
 /// a distinct, reproducible seed per call.
 pub fn batch(calls: u32, runs: u64, seed: u64) -> Vec<Spec> {
@@ -105,10 +130,13 @@ pub(crate) fn run(plan: &Plan, observer: &(dyn Fn(Event) + Sync)) -> anyhow::Res
         _ => None,
     };
     let mut out = Measurements::default();
+    let rounds = plan.levels.len() * plan.trials as usize;
+    let mut orders = round_orders(&plan.platforms, rounds, plan.seed).into_iter();
     for &runs in &plan.levels {
         let specs = batch(plan.calls, runs, plan.seed);
         for trial in 1..=plan.trials {
-            for &platform in &plan.platforms {
+            let order = orders.next().unwrap_or_default();
+            for (place, &platform) in order.iter().enumerate() {
                 observer(Event::TrialStarted {
                     platform,
                     runs,
@@ -137,7 +165,8 @@ pub(crate) fn run(plan: &Plan, observer: &(dyn Fn(Event) + Sync)) -> anyhow::Res
                     }
                 }
                 .with_context(|| format!("{platform}, {runs} runs per call, trial {trial}"))?;
-                let record = trial_record(platform, runs, trial, &outcome);
+                let mut record = trial_record(platform, runs, trial, &outcome);
+                record.position = u32::try_from(place + 1).unwrap_or(u32::MAX);
                 out.jobs
                     .extend(job_records(platform, runs, trial, &outcome));
                 observer(Event::TrialFinished(record.clone()));
@@ -156,6 +185,7 @@ fn trial_record(platform: Platform, runs: u64, trial: u32, outcome: &TrialOutcom
         platform,
         runs,
         trial,
+        position: 0,
         cold: trial == 1,
         calls,
         slots: outcome.slots,
@@ -206,4 +236,27 @@ fn job_records(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_are_shuffled_reproducibly_and_keep_every_platform() {
+        let platforms = Platform::ALL.to_vec();
+        let orders = round_orders(&platforms, 40, 2010);
+        assert_eq!(orders, round_orders(&platforms, 40, 2010));
+        assert_ne!(orders, round_orders(&platforms, 40, 2011));
+        for order in &orders {
+            let mut sorted = order.clone();
+            sorted.sort();
+            assert_eq!(sorted, platforms);
+        }
+        // Over 40 rounds of 3 platforms every platform goes first at least
+        // once (a fixed order would put the same one first every time).
+        for p in Platform::ALL {
+            assert!(orders.iter().any(|o| o[0] == p), "{p} never first");
+        }
+    }
 }

@@ -4,11 +4,29 @@ use std::fmt::Write;
 
 use crate::analysis::LevelSummary;
 use crate::breakeven::{BreakEven, Crossing, CrossingKind};
+use crate::interval::Interval;
 
 fn num(value: Option<f64>, decimals: usize) -> String {
     match value {
         Some(v) if v.is_finite() => format!("{v:.decimals$}"),
         _ => "-".to_owned(),
+    }
+}
+
+/// A value and its 95% interval: `1.234 [1.200, 1.300]`; an open upper
+/// end prints as `∞`.
+pub(crate) fn with_interval(value: Option<f64>, ci: Option<Interval>, decimals: usize) -> String {
+    let v = num(value, decimals);
+    match ci {
+        Some(ci) if value.is_some() => {
+            let high = if ci.high.is_infinite() {
+                "∞".to_owned()
+            } else {
+                num(Some(ci.high), decimals)
+            };
+            format!("{v} [{}, {high}]", num(Some(ci.low), decimals))
+        }
+        _ => v,
     }
 }
 
@@ -20,11 +38,11 @@ pub(crate) fn render(levels: &[LevelSummary]) -> String {
         "runs",
         "slots",
         "cold s",
-        "warm p50 s",
+        "warm p50 s [95% CI]",
         "min s",
-        "speedup",
-        "eff vs all",
-        "eff paired",
+        "speedup [95% CI]",
+        "eff vs all [95% CI]",
+        "eff paired [95% CI]",
         "ovh/job ms",
         "queue p50",
         "dispatch p50",
@@ -40,11 +58,19 @@ pub(crate) fn render(levels: &[LevelSummary]) -> String {
                 format!("{}", l.runs),
                 l.slots.to_string(),
                 num(Some(l.cold_wall_ms / 1e3), 3),
-                num(l.wall_ms.map(|s| s.p50 / 1e3), 3),
+                with_interval(
+                    l.wall_ms.map(|s| s.p50 / 1e3),
+                    l.wall_p50_interval_ms.map(|c| c.scaled(1e-3)),
+                    3,
+                ),
                 num(l.wall_ms.map(|s| s.min / 1e3), 3),
-                num(l.speedup_vs_local_1, 2),
-                num(l.efficiency_vs_local_all, 2),
-                num(l.efficiency_paired_vs_local_all, 3),
+                with_interval(l.speedup_vs_local_1, l.speedup_interval, 2),
+                with_interval(l.efficiency_vs_local_all, l.efficiency_interval, 2),
+                with_interval(
+                    l.efficiency_paired_vs_local_all,
+                    l.efficiency_paired_interval,
+                    3,
+                ),
                 num(l.overhead_per_job_ms.map(|s| s.p50), 3),
                 p50(l.jobs.queue_wait_ms),
                 num(l.jobs.dispatch_ms.map(|s| s.p50), 3),
@@ -89,9 +115,17 @@ fn describe(crossing: Option<&Crossing>) -> String {
         Some(c) => {
             let runs = c.runs.map_or("-".to_owned(), |r| format!("{r:.0}"));
             let compute = num(c.compute_per_call_ms, 3);
+            let ci = c.runs_interval.map_or(String::new(), |ci| {
+                let high = if ci.high.is_infinite() {
+                    "beyond the largest level".to_owned()
+                } else {
+                    format!("{:.0}", ci.high)
+                };
+                format!(", 95% CI [{:.0}, {high}]", ci.low)
+            });
             match c.kind {
                 CrossingKind::Interpolated => {
-                    format!("≈ {runs} runs per call (≈ {compute} ms of compute per call)")
+                    format!("≈ {runs} runs per call{ci} (≈ {compute} ms of compute per call)")
                 }
                 CrossingKind::AtOrBelowSmallest => {
                     format!("at or below the smallest level, {runs} runs ({compute} ms per call)")

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Chart, FAMILY, colour, fail};
+use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, legend, tint};
 use crate::breakeven::{BreakEven, CrossingKind};
 use crate::platform::Platform;
 
@@ -15,33 +15,42 @@ pub(crate) struct BreakEvenChart<'a> {
     pub analysis: &'a BreakEven,
     /// Calls per batch, for the title.
     pub calls: u32,
+    /// Backend and link, for the title.
+    pub context: String,
 }
 
 impl Chart for BreakEvenChart<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let (width, _) = root.dim_in_pixel();
+        let (plot, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
+        let root = &plot;
         let points = &self.analysis.points;
-        let series: Vec<(Platform, Vec<(f64, f64)>)> = Platform::ALL
+        // (runs, median s, interval low s, interval high s) per platform.
+        type Point = (f64, f64, f64, f64);
+        let series: Vec<(Platform, Vec<Point>)> = Platform::ALL
             .into_iter()
             .map(|p| {
                 let values = points
                     .iter()
                     .filter_map(|pt| {
-                        let ms = match p {
-                            Platform::Local1 => pt.local_1_ms,
-                            Platform::LocalAll => pt.local_all_ms,
-                            Platform::Service => pt.service_ms,
-                        }?;
-                        (ms > 0.0).then_some((pt.runs as f64, ms / 1e3))
+                        let (ms, ci) = match p {
+                            Platform::Local1 => (pt.local_1_ms, pt.local_1_interval_ms),
+                            Platform::LocalAll => (pt.local_all_ms, pt.local_all_interval_ms),
+                            Platform::Service => (pt.service_ms, pt.service_interval_ms),
+                        };
+                        let ms = ms.filter(|ms| *ms > 0.0)?;
+                        let (lo, hi) = ci.map_or((ms, ms), |ci| (ci.low.max(ms * 1e-3), ci.high));
+                        Some((pt.runs as f64, ms / 1e3, lo / 1e3, hi / 1e3))
                     })
                     .collect();
                 (p, values)
             })
-            .filter(|(_, v): &(Platform, Vec<(f64, f64)>)| !v.is_empty())
+            .filter(|(_, v): &(Platform, Vec<Point>)| !v.is_empty())
             .collect();
         let all = series.iter().flat_map(|(_, v)| v.iter());
         let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-        for &(x, y) in all {
-            (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+        for &(x, _, lo, hi) in all {
+            (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(lo), y1.max(hi));
         }
         if x0 > x1 {
             (x0, x1, y0, y1) = (1.0, 10.0, 0.001, 1.0);
@@ -50,10 +59,10 @@ impl Chart for BreakEvenChart<'_> {
         let mut chart = ChartBuilder::on(root)
             .caption(
                 format!(
-                    "Break-even: batch of {} calls, wall time vs paths per call",
-                    self.calls
+                    "Break-even: {} calls per batch, {}",
+                    self.calls, self.context
                 ),
-                (FAMILY, 22),
+                (FAMILY, 20),
             )
             .margin(16)
             .x_label_area_size(44)
@@ -66,25 +75,43 @@ impl Chart for BreakEvenChart<'_> {
         chart
             .configure_mesh()
             .x_desc("paths per call (runs)")
-            .y_desc("median warm wall time per batch (s)")
+            .y_desc("median warm wall time per batch (s), 95% interval")
             .x_label_formatter(&|x| format!("{x:.0e}"))
             .y_label_formatter(&|y| super::short(*y))
             .label_style((FAMILY, 13))
             .axis_desc_style((FAMILY, 15))
             .draw()
             .map_err(fail("the break-even chart"))?;
+        let mut entries = Vec::new();
         for (platform, values) in &series {
             let c = colour(*platform);
+            // The line joins medians of one platform across levels, a
+            // model of how its time grows with the work, not a trial order.
             chart
-                .draw_series(LineSeries::new(values.clone(), c.stroke_width(2)))
-                .map_err(fail("the break-even chart"))?
-                .label(platform.name())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
-                });
-            chart
-                .draw_series(values.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .draw_series(LineSeries::new(
+                    values.iter().map(|&(x, m, _, _)| (x, m)),
+                    c.stroke_width(2),
+                ))
                 .map_err(fail("the break-even chart"))?;
+            chart
+                .draw_series(values.iter().flat_map(|&(x, _, lo, hi)| {
+                    // A whisker with caps; on a log axis a cap is a fixed ratio wide.
+                    let (left, right) = (x / 1.06, x * 1.06);
+                    [
+                        PathElement::new(vec![(x, lo), (x, hi)], c.stroke_width(2)),
+                        PathElement::new(vec![(left, lo), (right, lo)], c.stroke_width(2)),
+                        PathElement::new(vec![(left, hi), (right, hi)], c.stroke_width(2)),
+                    ]
+                }))
+                .map_err(fail("the break-even chart"))?;
+            chart
+                .draw_series(
+                    values
+                        .iter()
+                        .map(|&(x, m, _, _)| Circle::new((x, m), 4, c.filled())),
+                )
+                .map_err(fail("the break-even chart"))?;
+            entries.push((Swatch::Line(c), platform.name().to_owned()));
         }
         let marks = [
             (
@@ -107,6 +134,24 @@ impl Chart for BreakEvenChart<'_> {
                 continue;
             };
             let style = c.stroke_width(2);
+            // The crossing's 95% interval as a band (clipped to the axis
+            // when it is open above).
+            if let Some(ci) = crossing.runs_interval {
+                let high = if ci.high.is_finite() {
+                    ci.high
+                } else {
+                    x1 * 1.5
+                };
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [
+                            (ci.low.max(x0 / 1.5), y0 / 1.5),
+                            (high.min(x1 * 1.5), y1 * 1.5),
+                        ],
+                        c.mix(0.08).filled(),
+                    )))
+                    .map_err(fail("the break-even chart"))?;
+            }
             chart
                 .draw_series(DashedLineSeries::new(
                     vec![(runs, y0 / 1.5), (runs, y1 * 1.5)],
@@ -114,12 +159,15 @@ impl Chart for BreakEvenChart<'_> {
                     6,
                     style,
                 ))
-                .map_err(fail("the break-even chart"))?
-                .label(match crossing.compute_per_call_ms {
-                    Some(ms) => format!("{text}: {runs:.0} runs ({ms:.3} ms/call)"),
-                    None => format!("{text}: {runs:.0} runs"),
-                })
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+                .map_err(fail("the break-even chart"))?;
+            entries.push((Swatch::Dashed(c), format!("{text}:")));
+            entries.push((
+                Swatch::Block(tint(c, 0.15)),
+                match crossing.compute_per_call_ms {
+                    Some(ms) => format!("{runs:.0} runs ({ms:.3} ms/call)"),
+                    None => format!("{runs:.0} runs"),
+                },
+            ));
             // Stagger the two labels so they do not overlap when the marks are close.
             let y = y1 * if i == 0 { 1.3 } else { 1.1 };
             chart
@@ -130,14 +178,10 @@ impl Chart for BreakEvenChart<'_> {
                 )))
                 .map_err(fail("the break-even chart"))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FAMILY, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(fail("the break-even chart"))?;
-        Ok(())
+        entries.push((
+            Swatch::Block(RGBColor(225, 225, 225)),
+            "band: 95% interval".to_owned(),
+        ));
+        legend(&panel, &entries)
     }
 }

@@ -86,6 +86,68 @@ pub(crate) fn colour(platform: Platform) -> RGBColor {
     }
 }
 
+/// Width of the legend panel right of a chart's plotting area: legends
+/// live there, never on top of data.
+pub(crate) const LEGEND_WIDTH: u32 = 230;
+
+/// The symbol drawn before a legend entry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Swatch {
+    /// A line (a series or a mark).
+    Line(RGBColor),
+    /// A dashed line (a crossing).
+    Dashed(RGBColor),
+    /// A filled dot (one measurement).
+    Dot(RGBColor),
+    /// A hollow ring (a cold measurement).
+    Ring(RGBColor),
+    /// A filled box (an interval or a part of a bar).
+    Block(RGBColor),
+}
+
+/// Draws `entries` top to bottom in `panel`, which sits beside the plot.
+pub(crate) fn legend<DB: DrawingBackend>(
+    panel: &DrawingArea<DB, Shift>,
+    entries: &[(Swatch, String)],
+) -> anyhow::Result<()> {
+    let font = (FAMILY, 14).into_font();
+    for (i, (swatch, text)) in entries.iter().enumerate() {
+        let y = 70 + 26 * i32::try_from(i).unwrap_or(0);
+        let (x0, x1) = (8, 32);
+        let drawn = match *swatch {
+            Swatch::Line(c) => {
+                panel.draw(&PathElement::new(vec![(x0, y), (x1, y)], c.stroke_width(3)))
+            }
+            Swatch::Dashed(c) => panel
+                .draw(&PathElement::new(
+                    vec![(x0, y), (x0 + 9, y)],
+                    c.stroke_width(2),
+                ))
+                .and_then(|()| {
+                    panel.draw(&PathElement::new(
+                        vec![(x0 + 15, y), (x1, y)],
+                        c.stroke_width(2),
+                    ))
+                }),
+            Swatch::Dot(c) => panel.draw(&Circle::new((x0 + 12, y), 4, c.filled())),
+            Swatch::Ring(c) => panel.draw(&Circle::new((x0 + 12, y), 6, c.stroke_width(2))),
+            Swatch::Block(c) => panel.draw(&Rectangle::new([(x0, y - 6), (x1, y + 6)], c.filled())),
+        };
+        drawn.map_err(fail("a legend"))?;
+        panel
+            .draw(&Text::new(text.clone(), (x1 + 8, y - 8), font.clone()))
+            .map_err(fail("a legend"))?;
+    }
+    Ok(())
+}
+
+/// `c` blended with white, `amount` of the colour: the opaque look of
+/// `c.mix(amount)` on a white background, for legend swatches.
+pub(crate) fn tint(c: RGBColor, amount: f64) -> RGBColor {
+    let blend = |v: u8| (255.0 - (255.0 - f64::from(v)) * amount).round() as u8;
+    RGBColor(blend(c.0), blend(c.1), blend(c.2))
+}
+
 /// Upper end of an axis starting at zero: a bit above the largest value.
 pub(crate) fn headroom(max: f64) -> f64 {
     if max.is_finite() && max > 0.0 {

@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Chart, FAMILY, fail, headroom};
+use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, fail, headroom, legend};
 use crate::platform::Platform;
 use crate::record::JobRecord;
 use crate::stats::mean;
@@ -45,9 +45,20 @@ impl Chart for TimelineChart<'_> {
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
-        let (upper, lower) = root.split_vertically(540);
+        let (width, _) = root.dim_in_pixel();
+        let (plots, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
+        let (upper, lower) = plots.split_vertically(540);
         self.draw_timeline(&upper)?;
-        self.draw_means(&lower)
+        self.draw_means(&lower)?;
+        legend(
+            &panel,
+            &[
+                (Swatch::Block(QUEUE), "queue wait".to_owned()),
+                (Swatch::Block(COMPUTE), "compute".to_owned()),
+                (Swatch::Block(DISPATCH), "dispatch".to_owned()),
+                (Swatch::Block(LATENCY), "result latency".to_owned()),
+            ],
+        )
     }
 }
 
@@ -66,7 +77,7 @@ impl TimelineChart<'_> {
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("Where a job's time goes: {}", self.trial_title),
-                (FAMILY, 22),
+                (FAMILY, 18),
             )
             .margin(16)
             .x_label_area_size(40)
@@ -93,26 +104,6 @@ impl TimelineChart<'_> {
                 })
         });
         chart.draw_series(bars).map_err(fail("the timeline"))?;
-        for (name, c) in [
-            ("queue wait", QUEUE),
-            ("compute", COMPUTE),
-            ("dispatch", DISPATCH),
-            ("result latency", LATENCY),
-        ] {
-            chart
-                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
-                .map_err(fail("the timeline"))?
-                .label(name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FAMILY, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(fail("the timeline"))?;
         Ok(())
     }
 

@@ -1,13 +1,18 @@
-//! Wall time per trial per platform: the chart of the original experiment.
+//! The distribution of wall times per platform at one level: every trial
+//! as a dot (the cold one as a ring), the median as a bar and its 95%
+//! interval as a band. Trials are independent measurements, so no line
+//! joins them.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Chart, FAMILY, colour, fail, headroom};
+use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, headroom, legend};
+use crate::interval::median_interval;
 use crate::platform::Platform;
 use crate::record::TrialRecord;
+use crate::stats::median;
 
-/// Wall time of every trial of one level, one line per platform.
+/// Wall time of every trial of one level, one column per platform.
 #[derive(Debug)]
 pub(crate) struct WallChart<'a> {
     /// Trials of the level to draw.
@@ -16,11 +21,25 @@ pub(crate) struct WallChart<'a> {
     pub calls: u32,
     /// Paths per call (for the title).
     pub runs: u64,
+    /// Backend and link, for the title.
+    pub context: String,
+}
+
+/// A horizontal offset in [−0.15, 0.15] for the k-th dot of a column, so
+/// equal times do not hide each other; the golden-ratio sequence spreads
+/// any number of dots evenly and is the same on every run.
+fn jitter(k: usize) -> f64 {
+    ((k as f64 * 0.618_033_988_75).fract() - 0.5) * 0.3
 }
 
 impl Chart for WallChart<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
-        let last_trial = self.trials.iter().map(|t| t.trial).max().unwrap_or(1);
+        let (width, _) = root.dim_in_pixel();
+        let (plot, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
+        let columns: Vec<Platform> = Platform::ALL
+            .into_iter()
+            .filter(|p| self.trials.iter().any(|t| t.platform == *p))
+            .collect();
         let top = headroom(
             self.trials
                 .iter()
@@ -28,57 +47,96 @@ impl Chart for WallChart<'_> {
                 .fold(0.0, f64::max),
         );
         let title = format!(
-            "Wall time per trial: {} calls × {} runs (trial 1 is cold)",
-            self.calls, self.runs
+            "Wall time per batch: {} calls × {} runs, {}",
+            self.calls, self.runs, self.context
         );
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FAMILY, 24))
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(title, (FAMILY, 20))
             .margin(16)
             .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.5f64..f64::from(last_trial) + 0.5, 0f64..top)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5f64..columns.len() as f64 - 0.5, 0f64..top)
             .map_err(fail("the wall chart"))?;
+        let names: Vec<&str> = columns.iter().map(|p| p.name()).collect();
+        let label = |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                names.get(i as usize).copied().unwrap_or("").to_owned()
+            } else {
+                String::new()
+            }
+        };
         chart
             .configure_mesh()
-            .x_desc("trial")
-            .y_desc("wall time, first submit to last result (s)")
-            .x_labels(last_trial.min(20) as usize)
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .disable_x_mesh()
+            .x_labels(columns.len() * 2 + 1)
+            .x_label_formatter(&label)
+            .x_desc("platform")
+            .y_desc("wall time per batch, first submit to last result (s)")
+            .y_label_formatter(&|y| super::short(*y))
             .label_style((FAMILY, 14))
-            .axis_desc_style((FAMILY, 16))
+            .axis_desc_style((FAMILY, 15))
             .draw()
             .map_err(fail("the wall chart"))?;
-        for platform in Platform::ALL {
-            let mut points: Vec<(f64, f64)> = self
+        for (i, &platform) in columns.iter().enumerate() {
+            let x = i as f64;
+            let c = colour(platform);
+            let mine: Vec<&&TrialRecord> = self
                 .trials
                 .iter()
                 .filter(|t| t.platform == platform)
-                .map(|t| (f64::from(t.trial), t.wall_ms / 1e3))
                 .collect();
-            if points.is_empty() {
-                continue;
+            let warm: Vec<f64> = {
+                let w: Vec<f64> = mine
+                    .iter()
+                    .filter(|t| !t.cold)
+                    .map(|t| t.wall_ms / 1e3)
+                    .collect();
+                if w.is_empty() {
+                    mine.iter().map(|t| t.wall_ms / 1e3).collect()
+                } else {
+                    w
+                }
+            };
+            if let Some(ci) = median_interval(&warm) {
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(x - 0.28, ci.low), (x + 0.28, ci.high)],
+                        c.mix(0.22).filled(),
+                    )))
+                    .map_err(fail("the wall chart"))?;
             }
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let c = colour(platform);
-            chart
-                .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))
-                .map_err(fail("the wall chart"))?
-                .label(platform.name())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
-                });
-            chart
-                .draw_series(points.into_iter().map(|p| Circle::new(p, 4, c.filled())))
-                .map_err(fail("the wall chart"))?;
+            if !warm.is_empty() {
+                let m = median(&warm);
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(x - 0.32, m), (x + 0.32, m)],
+                        c.stroke_width(3),
+                    )))
+                    .map_err(fail("the wall chart"))?;
+            }
+            let dots = mine.iter().enumerate().map(|(k, t)| {
+                let p = (x + jitter(k), t.wall_ms / 1e3);
+                if t.cold {
+                    Circle::new(p, 6, c.stroke_width(2))
+                } else {
+                    Circle::new(p, 4, c.filled())
+                }
+            });
+            chart.draw_series(dots).map_err(fail("the wall chart"))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FAMILY, 15))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(fail("the wall chart"))?;
-        Ok(())
+        let grey = RGBColor(90, 90, 90);
+        legend(
+            &panel,
+            &[
+                (Swatch::Dot(grey), "warm trial".to_owned()),
+                (Swatch::Ring(grey), "cold (first) trial".to_owned()),
+                (Swatch::Line(grey), "median of warm trials".to_owned()),
+                (
+                    Swatch::Block(RGBColor(205, 205, 205)),
+                    "its 95% interval".to_owned(),
+                ),
+            ],
+        )
     }
 }
