@@ -12,7 +12,6 @@ mod analysis;
 mod breakdown;
 mod breakeven;
 mod chart;
-mod count;
 mod interval;
 mod local;
 mod output;
@@ -31,7 +30,6 @@ use anyhow::Context;
 pub use analysis::{JobSummary, LevelSummary, summarise};
 pub use breakdown::{Breakdown, Poll, ServerTimes, break_down};
 pub use breakeven::{BreakEven, Crossing, CrossingKind, EFFICIENCY_MARK, SweepPoint};
-pub use count::{parse_count, parse_count_list};
 pub use interval::{
     BOOTSTRAP_SEED, Bootstrap, CONFIDENCE, Interval, Method, RESAMPLES, median_interval,
     median_ranks,

@@ -3,17 +3,16 @@
 
 mod cli;
 
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
-    match cli::run(cli) {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {}", describe(&err));
-            std::process::ExitCode::FAILURE
-        }
+    let cli = match cli::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    let result = cli::run(cli);
+    if let Err(err) = &result {
+        eprintln!("error: {}", describe(err));
     }
+    cli::exit::code(&result)
 }
 
 /// The error and its causes, each said once. Libraries often repeat their

@@ -2,25 +2,28 @@
 //! with progress bars while it runs and a table, CSV, JSON and charts after.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use mcq_bench::{Backend, Event, Plan, Platform, PollOptions, Target, parse_count};
+use mcq_bench::{Backend, Event, Plan, Platform, PollOptions, Target};
+
+use super::color;
+use super::count::count;
+use super::exit::{Outcome, bad_input};
 
 /// Flags of `mcq bench compare`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Pricing calls per batch.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, default_value_t = 100, value_parser = count::<u32>(1..=100_000))]
     calls: u32,
     /// Paths per call (1000000, 1_000_000 and 1e6 all work).
-    #[arg(long, default_value = "1e6", value_parser = parse_count)]
+    #[arg(long, default_value = "1e6", value_parser = count::<u64>(1..=u64::MAX))]
     runs: u64,
     /// Trials per platform; the first is reported as cold.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 10, value_parser = count::<u32>(1..=10_000))]
     trials: u32,
     /// Platforms, comma-separated: local-1, local-all, service.
     #[arg(
@@ -34,13 +37,13 @@ pub(crate) struct Args {
     server: Option<String>,
     /// Start a private server with N workers (default: one per core): embedded
     /// workers on the SQLite default, or N `mcq worker` processes with --database-url.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    #[arg(long, value_parser = count::<u32>(1..=256))]
     workers: Option<u32>,
     /// PostgreSQL for the private server (e.g. postgres://user@localhost/db).
     #[arg(long)]
     database_url: Option<String>,
     /// Also measure these paths per call and find the break-even (e.g. 1e3,1e4,1e5).
-    #[arg(long, value_delimiter = ',', value_parser = parse_count)]
+    #[arg(long, value_delimiter = ',', value_parser = count::<u64>(1..=u64::MAX))]
     sweep_runs: Option<Vec<u64>>,
     /// Directory for CSV, JSON and charts.
     #[arg(long, default_value = "mcq-out")]
@@ -49,7 +52,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 2010)]
     seed: u64,
     /// Threads of local-all (default: the machine's cores).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_parser = count::<u32>(1..=1024))]
     threads: Option<u32>,
     /// Longest a batch poll waits on the server for the batch to finish
     /// (a long poll, answered as soon as the batch is done), in
@@ -65,23 +68,23 @@ pub(crate) struct Args {
 }
 
 /// Runs `mcq bench compare`.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     // Repeating a platform must not run it twice.
     let mut platforms: Vec<Platform> = args.platforms.clone();
     platforms.sort();
     platforms.dedup();
     if !(args.poll_ms.is_finite() && (0.1..=10_000.0).contains(&args.poll_ms)) {
-        bail!(
+        return Err(bad_input(format!(
             "--poll-ms must be between 0.1 and 10000, got {}",
             args.poll_ms
-        );
+        )));
     }
     // The server accepts waits up to 60 s.
     if !(args.wait_ms.is_finite() && (0.0..=60_000.0).contains(&args.wait_ms)) {
-        bail!(
+        return Err(bad_input(format!(
             "--wait-ms must be between 0 and 60000, got {}",
             args.wait_ms
-        );
+        )));
     }
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let mut levels = args.sweep_runs.clone().unwrap_or_default();
@@ -127,7 +130,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         report.summary.files.len(),
         report.out_dir.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 /// An overall bar over all trials and one for the running trial's calls.
@@ -144,9 +147,10 @@ impl Bars {
         let total = plan.levels.len() as u64 * u64::from(plan.trials) * plan.platforms.len() as u64;
         let overall = multi.add(ProgressBar::new(total));
         overall.set_style(
-            ProgressStyle::with_template(
-                "trials {bar:30.cyan/blue} {pos}/{len} [{elapsed_precise}] {msg}",
-            )
+            ProgressStyle::with_template(&format!(
+                "trials {{bar:30{}}} {{pos}}/{{len}} [{{elapsed_precise}}] {{msg}}",
+                paint(".cyan/blue")
+            ))
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         Self {
@@ -176,9 +180,10 @@ impl Bars {
             } => {
                 let bar = self.multi.add(ProgressBar::new(u64::from(calls)));
                 bar.set_style(
-                    ProgressStyle::with_template(
-                        "{prefix:>30} {bar:30.green/white} {pos}/{len} calls",
-                    )
+                    ProgressStyle::with_template(&format!(
+                        "{{prefix:>30}} {{bar:30{}}} {{pos}}/{{len}} calls",
+                        paint(".green/white")
+                    ))
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
                 );
                 bar.set_prefix(format!(
@@ -211,4 +216,9 @@ impl Bars {
     fn finish(&self) {
         self.overall.finish_and_clear();
     }
+}
+
+/// A bar's colour in a progress template, or nothing under `--color never`.
+fn paint(style: &str) -> &str {
+    if color::stderr() { style } else { "" }
 }

@@ -12,7 +12,6 @@
 mod report;
 mod shapes;
 
-use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
@@ -24,15 +23,18 @@ use serde_json::{Value, json};
 use report::Report;
 use shapes::shapes;
 
+use super::count::count;
+use super::exit::{Outcome, bad_input};
+
 /// Most paths per timed run: the scaling table prices four times as many
 /// in one spec, which takes at most `MAX_RUNS` paths (whole chunks).
 const MAX_PATHS: u64 = MAX_RUNS / 4 / CHUNK_PATHS * CHUNK_PATHS;
 
 /// Most repeats: every row keeps one sample per repeat.
-const MAX_REPEATS: i64 = 1000;
+const MAX_REPEATS: u64 = 1000;
 
 /// Most threads in the scaling table (one pool of that size at a time).
-const MAX_THREADS: i64 = 1024;
+const MAX_THREADS: u64 = 1024;
 
 /// Flags of this subcommand.
 #[derive(Debug, clap::Args)]
@@ -40,17 +42,17 @@ pub(crate) struct Args {
     /// Paths per timed kernel run at the defaults (rounded up to whole
     /// chunks of 65536; the original loop runs an eighth of them, other
     /// shapes the same number of path-steps) [at most 2499936256].
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1..=MAX_PATHS))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1 << 20, value_parser = count::<u64>(1..=MAX_PATHS))]
     paths: u64,
     /// Timed runs per row; the fastest and the median are reported.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=MAX_REPEATS))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10, value_parser = count::<u32>(1..=MAX_REPEATS))]
     repeats: u32,
     /// Periods per path (the sample's 20 by default; up^periods must stay
     /// at most 1e100 with the default up of 1.4, so at most 684).
-    #[arg(long, allow_negative_numbers = true, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 20, value_parser = count::<u32>(1..=1000))]
     periods: u32,
     /// Most threads in the scaling table [default: all cores].
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS))]
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<u16>(1..=MAX_THREADS))]
     max_threads: Option<u16>,
     /// Standard error for the time-to-target comparison (a finite number
     /// greater than 0).
@@ -158,7 +160,7 @@ fn kernel_run<'a>(valid: ValidSpec, chunks: u64) -> Run<'a> {
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let chunks = args.paths.div_ceil(CHUNK_PATHS).max(1);
     let paths = chunks * CHUNK_PATHS;
     let original_paths = (paths / 8).max(1);
@@ -174,14 +176,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
     .validate()
     {
-        for error in &errors {
-            let flag = match error.field() {
-                "runs" => "--paths",
-                _ => "--periods",
-            };
-            eprintln!("error: {flag}: {error}");
-        }
-        return Ok(ExitCode::from(2));
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|error| {
+                let flag = match error.field() {
+                    "runs" => "--paths",
+                    _ => "--periods",
+                };
+                format!("{flag}: {error}")
+            })
+            .collect();
+        return Err(bad_input(lines.join("\nerror: ")));
     }
 
     // Single thread, at the defaults: run_chunks computes on this thread.
@@ -255,7 +260,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", report.text());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 /// One row of the scaling table.

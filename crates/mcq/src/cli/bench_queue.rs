@@ -7,7 +7,7 @@
 //! polling does not blur them.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -16,6 +16,8 @@ use mcq_kernel::{CHUNK_PATHS, Spec, ValidSpec};
 use mcq_queue::{FinishedEvents, QueueConfig, Store, Submission};
 use uuid::Uuid;
 
+use super::count::count;
+use super::exit::Outcome;
 use super::serve::{init_tracing, redact};
 
 /// Flags of `mcq bench queue`.
@@ -25,16 +27,16 @@ pub(crate) struct Args {
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
     /// Jobs in the enqueue and burn-down batch.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 100_000, value_parser = count::<u64>(1..=1_000_000))]
     jobs: u64,
     /// Paths per burn-down job (tiny: the queue, not the kernel, is measured).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    #[arg(long, default_value_t = 2, value_parser = count::<u64>(2..=1_000_000))]
     runs: u64,
     /// `mcq worker` processes for the burn-down and latency runs.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 2, value_parser = count::<u32>(1..=64))]
     workers: u32,
     /// Single jobs submitted one at a time to an idle fleet.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, default_value_t = 200, value_parser = count::<u32>(1..=100_000))]
     latency_samples: u32,
     /// Skip the SIGKILL recovery measurement (it waits out a lease).
     #[arg(long)]
@@ -47,11 +49,11 @@ pub(crate) struct Args {
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     init_tracing("warn");
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(bench(args))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 async fn bench(args: Args) -> anyhow::Result<()> {

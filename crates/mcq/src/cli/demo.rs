@@ -3,7 +3,6 @@
 //! the same calls run locally in this process, and both times are shown.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -12,21 +11,23 @@ use mcq_api::ApiConfig;
 use mcq_client::{BatchRequest, Client};
 use mcq_kernel::{PriceResult, Spec};
 
+use super::count::count;
+use super::exit::Outcome;
 use super::serve::{self, ServeConfig};
-use super::status::{millis, print_batch};
+use super::status::{print_batch, seconds};
 use super::submit::follow_batch;
 
 /// Flags of `mcq demo`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Pricing calls in the batch (the original experiment: 100).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = count::<usize>(1..=100_000))]
     calls: usize,
-    /// Monte Carlo paths per call (the original experiment: 1,000,000).
-    #[arg(long, default_value_t = mcq_kernel::DEFAULT_RUNS)]
+    /// Monte Carlo paths per call (the original experiment: 1e6).
+    #[arg(long, default_value_t = mcq_kernel::DEFAULT_RUNS, value_parser = count::<u64>(1..=mcq_kernel::MAX_RUNS))]
     runs: u64,
     /// Workers inside the demo server [default: one per core].
-    #[arg(long)]
+    #[arg(long, value_parser = count::<usize>(1..=4096))]
     workers: Option<usize>,
 }
 
@@ -40,8 +41,7 @@ impl Drop for TempDir {
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(args.calls >= 1, "--calls must be at least 1");
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     serve::init_tracing("warn");
     let dir =
         TempDir(std::env::temp_dir().join(format!("mcq-demo-{}", uuid::Uuid::new_v4().simple())));
@@ -53,6 +53,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         migrate: true,
         embedded_workers: workers,
         api: ApiConfig::default(),
+        queue: mcq_queue::QueueConfig::default(),
     };
     println!(
         "mcq demo: database in {} (removed at the end)",
@@ -72,9 +73,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!(
         "  {:<34}{:>12}",
         "service, submit to last result",
-        millis(service.wall_ms)
+        seconds(service.wall_ms)
     );
-    println!("  {:<34}{:>12}", "local loop", millis(local.wall_ms));
+    println!("  {:<34}{:>12}", "local loop", seconds(local.wall_ms));
     println!(
         "  {:<34}{:>12.2}",
         "service / local",
@@ -91,11 +92,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         "  same seeds, same prices bit for bit: {same} of {}",
         specs.len()
     );
-    Ok(if same == specs.len() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(Outcome::from_ok(same == specs.len()))
 }
 
 struct ServiceRun {
@@ -139,7 +136,14 @@ async fn submit_and_follow(base: &str, args: &Args) -> anyhow::Result<(ServiceRu
         .submit_batch(&batch, None)
         .await
         .context("submitting the batch")?;
-    let view = follow_batch(&client, accepted.id, args.calls, Duration::from_millis(500)).await?;
+    let view = follow_batch(
+        &client,
+        accepted.id,
+        args.calls,
+        true,
+        Duration::from_millis(500),
+    )
+    .await?;
     let wall_ms = start.elapsed().as_secs_f64() * 1000.0;
     print_batch(&view);
     anyhow::ensure!(

@@ -2,10 +2,10 @@
 //! PostgreSQL deployments that run `mcq serve --no-migrate` and workers
 //! that never migrate, this is the one step that changes the schema.
 
-use std::process::ExitCode;
-
 use anyhow::Context as _;
 use mcq_queue::{QueueConfig, Store};
+
+use super::exit::Outcome;
 
 /// Flags of `mcq migrate`.
 #[derive(Debug, clap::Args)]
@@ -16,7 +16,7 @@ pub(crate) struct Args {
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let shown = without_password(&args.database_url);
     runtime.block_on(async {
@@ -31,7 +31,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     println!("mcq: {shown} is migrated");
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 /// The URL with any password replaced, for messages and logs.

@@ -4,26 +4,49 @@
 mod bench_compare;
 mod bench_kernel;
 mod bench_queue;
+mod color;
+mod completions;
+mod count;
 mod demo;
+pub(crate) mod exit;
+mod man;
 mod migrate;
 mod price;
 mod probes;
+mod queue_flags;
 mod serve;
 mod status;
 mod submit;
 mod worker;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+
+pub(crate) use color::Color;
+use exit::Outcome;
 
 /// mcq — a distributed Monte Carlo job queue for Asian-option pricing.
 #[derive(Debug, Parser)]
-#[command(name = "mcq", version, about, propagate_version = true)]
+#[command(
+    name = "mcq",
+    version,
+    about,
+    propagate_version = true,
+    after_help = EXIT_CODES
+)]
 pub(crate) struct Cli {
+    /// Colours on the terminal: auto (unless NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    color: Color,
     #[command(subcommand)]
     command: Command,
 }
+
+/// The exit codes, at the end of `mcq --help` and in the man page.
+const EXIT_CODES: &str = "Exit codes: 0 done; 1 the work failed or was cancelled; \
+2 bad usage or input; 3 the server or the database could not be reached.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -47,6 +70,10 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+    /// Print mcq's man page (roff), or write one page per command.
+    Man(man::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,8 +86,28 @@ enum BenchCommand {
     Queue(bench_queue::Args),
 }
 
-/// Runs the parsed command and returns the process exit code.
-pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Parses the command line, honouring `--color` in clap's own messages.
+/// Usage errors, `--help` and `--version` end here with their exit code.
+pub(crate) fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
+    let color = Color::scan(&args);
+    color::set(color);
+    let matches = Cli::command()
+        .color(color.for_clap())
+        .try_get_matches_from(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    matches.map_err(|err| {
+        let _ = err.print();
+        ExitCode::from(if err.use_stderr() {
+            exit::USAGE
+        } else {
+            exit::OK
+        })
+    })
+}
+
+/// Runs the parsed command.
+pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    color::set(cli.color);
     match cli.command {
         Command::Price(args) => price::run(args),
         Command::Serve(args) => serve::run(args),
@@ -72,5 +119,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Kernel(args)) => bench_kernel::run(args),
         Command::Bench(BenchCommand::Compare(args)) => bench_compare::run(args),
         Command::Bench(BenchCommand::Queue(args)) => bench_queue::run(args),
+        Command::Completions(args) => completions::run(&args, Cli::command()),
+        Command::Man(args) => man::run(&args, Cli::command()),
     }
 }

@@ -1,7 +1,6 @@
 //! `mcq price`: price one option locally, the way the original sample did,
 //! but exact or with an error estimate, reproducibly and on every core.
 
-use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
@@ -10,6 +9,9 @@ use mcq_kernel::{
     DEFAULT_DOWN, DEFAULT_EXERCISE, DEFAULT_INITIAL, DEFAULT_INTEREST, DEFAULT_PERIODS, DEFAULT_UP,
     Method, OptionKind, PriceResult, Spec, SpecError, VarianceReduction,
 };
+
+use super::count::count;
+use super::exit::{Outcome, bad_input};
 
 /// Flags of this subcommand. Names and defaults are those of the original
 /// sample (a public contract).
@@ -31,10 +33,10 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = DEFAULT_INTEREST)]
     interest: f64,
     /// Number of periods.
-    #[arg(long, default_value_t = DEFAULT_PERIODS)]
+    #[arg(long, default_value_t = DEFAULT_PERIODS, value_parser = count::<u32>(0..=u64::from(u32::MAX)))]
     periods: u32,
-    /// Monte Carlo paths [default: 1000000 unless --target-std-error is given].
-    #[arg(long)]
+    /// Monte Carlo paths (1e6 = 1_000_000) [default: 1000000 unless --target-std-error is given].
+    #[arg(long, value_parser = count::<u64>(0..=u64::MAX))]
     runs: Option<u64>,
     /// Call or put on the arithmetic average.
     #[arg(long, value_enum, default_value_t = OptionArg::Call)]
@@ -47,7 +49,7 @@ pub(crate) struct Args {
     seed: Option<u64>,
     /// Worker threads [default: all cores; at most 1024]. The result does
     /// not depend on it.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, value_parser = count::<u16>(1..=1024))]
     threads: Option<u16>,
     /// Simulate until the standard error is at most this (instead of --runs).
     #[arg(long)]
@@ -119,17 +121,15 @@ fn flag(error: &SpecError) -> String {
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let spec = args.spec();
-    let valid = match spec.validate() {
-        Ok(valid) => valid,
-        Err(errors) => {
-            for error in &errors {
-                eprintln!("error: {}: {error}", flag(error));
-            }
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let valid = spec.validate().map_err(|errors| {
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|error| format!("{}: {error}", flag(error)))
+            .collect();
+        bad_input(lines.join("\nerror: "))
+    })?;
     let mut pool = rayon::ThreadPoolBuilder::new();
     if let Some(threads) = args.threads {
         pool = pool.num_threads(usize::from(threads));
@@ -148,7 +148,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", human(&result, args.periods, threads));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 /// The text report: price ± error, interval, paths, time and speed.

@@ -2,7 +2,6 @@
 //! [`start`] is shared with `mcq demo`, which runs the same server in-process.
 
 use std::net::SocketAddr;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -11,6 +10,11 @@ use mcq_queue::{QueueConfig, Store};
 use mcq_worker::{Worker, WorkerConfig};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+use super::color;
+use super::count::count;
+use super::exit::Outcome;
+use super::queue_flags::QueueFlags;
 
 /// Flags of `mcq serve`.
 #[derive(Debug, clap::Args)]
@@ -22,20 +26,22 @@ pub(crate) struct Args {
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite:mcq.sqlite")]
     database_url: String,
     /// Workers inside this process [default: one per core on SQLite, 0 on PostgreSQL].
-    #[arg(long)]
+    #[arg(long, value_parser = count::<usize>(0..=4096))]
     embedded_workers: Option<usize>,
     /// Do not apply migrations at start (PostgreSQL deployments that run `mcq migrate`).
     #[arg(long)]
     no_migrate: bool,
     /// Largest request body in bytes.
-    #[arg(long, default_value_t = ApiConfig::default().max_body_bytes)]
+    #[arg(long, default_value_t = ApiConfig::default().max_body_bytes, value_parser = count::<usize>(1..=u64::MAX))]
     max_body_bytes: usize,
     /// Most jobs in one batch.
-    #[arg(long, default_value_t = ApiConfig::default().max_batch_jobs)]
+    #[arg(long, default_value_t = ApiConfig::default().max_batch_jobs, value_parser = count::<usize>(1..=u64::MAX))]
     max_batch_jobs: usize,
     /// Seconds a request may take before it is answered with 503.
     #[arg(long, default_value_t = ApiConfig::default().request_timeout.as_secs())]
     request_timeout_secs: u64,
+    #[command(flatten)]
+    queue: QueueFlags,
 }
 
 /// Everything [`start`] needs.
@@ -47,6 +53,8 @@ pub(crate) struct ServeConfig {
     /// Each embedded worker computes `concurrency` tasks at once.
     pub(crate) embedded_workers: usize,
     pub(crate) api: ApiConfig,
+    /// The queue's settings for the API and the embedded workers.
+    pub(crate) queue: QueueConfig,
 }
 
 /// A server running in this process.
@@ -59,7 +67,7 @@ pub(crate) struct Running {
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     init_tracing("info");
     let embedded = args.embedded_workers.unwrap_or_else(|| {
         if args.database_url.starts_with("sqlite:") {
@@ -78,6 +86,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             max_batch_jobs: args.max_batch_jobs,
             request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         },
+        queue: args.queue.apply(QueueConfig::default()),
     };
     // With embedded workers the kernels keep every core busy, and each
     // wake-up of another thread preempts one: one async thread serves the
@@ -106,12 +115,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
         running.wait().await
     })?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 /// Connects (and migrates), binds, and starts serving and the embedded workers.
 pub(crate) async fn start(config: ServeConfig) -> anyhow::Result<Running> {
-    let store = Store::connect(&config.database_url, QueueConfig::default())
+    let store = Store::connect(&config.database_url, config.queue.clone())
         .await
         .with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
     if config.migrate {
@@ -181,6 +190,7 @@ pub(crate) fn init_tracing(default_filter: &str) {
     // A second initialisation (tests, demo after serve) is harmless.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(color::stderr())
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -1,14 +1,14 @@
 //! `mcq status ID`: a job or a batch, and the tables `submit` and `demo`
 //! print too.
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use mcq_client::{BatchView, Client, ClientError, JobView};
 use uuid::Uuid;
 
-use super::submit::follow_batch;
+use super::exit::{Outcome, bad_input};
+use super::submit::{batch_outcome, follow_batch, job_outcome};
 
 /// How often a followed job or batch is re-read at least (progress); the
 /// server's long poll answers as soon as it has finished, whatever this is.
@@ -26,15 +26,16 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
     /// Wait until the job has finished (the batch is done), following it
-    /// with long polls, then print it.
+    /// with long polls, then print it. Exits 1 if a job failed or was
+    /// cancelled, as `mcq submit --wait` does.
     #[arg(long)]
     wait: bool,
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let id = Uuid::parse_str(args.id.trim())
-        .with_context(|| format!("{:?} is not a job or batch id (a UUID)", args.id))?;
+        .map_err(|_| bad_input(format!("{:?} is not a job or batch id (a UUID)", args.id)))?;
     let client = Client::new(&args.server)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -56,7 +57,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 } else {
                     print_job(&job);
                 }
-                return Ok(ExitCode::SUCCESS);
+                return Ok(if args.wait {
+                    job_outcome(&job)
+                } else {
+                    Outcome::Done
+                });
             }
             Err(err) if is_not_found(&err) => {}
             Err(err) => return Err(err).context("reading the job"),
@@ -65,7 +70,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(batch) => {
                 let batch = if args.wait && !batch.done {
                     let total = usize::try_from(batch.total).unwrap_or(usize::MAX);
-                    follow_batch(&client, id, total, FOLLOW_REFRESH).await?
+                    follow_batch(&client, id, total, !args.json, FOLLOW_REFRESH).await?
                 } else {
                     batch
                 };
@@ -74,11 +79,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 } else {
                     print_batch(&batch);
                 }
-                Ok(ExitCode::SUCCESS)
+                Ok(if args.wait {
+                    batch_outcome(&batch)
+                } else {
+                    Outcome::Done
+                })
             }
-            Err(err) if is_not_found(&err) => {
-                anyhow::bail!("no job or batch with id {id} on {}", args.server)
-            }
+            Err(err) if is_not_found(&err) => Err(bad_input(format!(
+                "no job or batch with id {id} on {}",
+                args.server
+            ))),
             Err(err) => Err(err).context("reading the batch"),
         }
     })
@@ -113,10 +123,10 @@ pub(crate) fn print_job(job: &JobView) {
         println!("error      {error}");
     }
     if let Some(wait) = job.timings.queue_wait_ms {
-        println!("queue wait {}", millis(wait));
+        println!("queue wait {}", seconds(wait));
     }
     if let Some(compute) = job.timings.compute_ms {
-        println!("compute    {}", millis(compute));
+        println!("compute    {}", seconds(compute));
     }
 }
 
@@ -156,19 +166,31 @@ pub(crate) fn print_batch(batch: &BatchView) {
     };
     let t = &batch.timings;
     let timing = [
-        ("makespan", t.makespan_ms.map_or_else(|| "-".into(), millis)),
-        ("compute total", millis(t.compute_ms_total)),
+        (
+            "makespan",
+            t.makespan_ms.map_or_else(|| "-".into(), seconds),
+        ),
+        ("compute total", seconds(t.compute_ms_total)),
     ];
     for (name, value) in rows.iter().map(|(n, v)| (*n, v.clone())).chain(timing) {
         println!("  {name:<14}{value:>16}");
     }
 }
 
-/// Milliseconds as a human duration.
-pub(crate) fn millis(ms: f64) -> String {
-    if ms >= 10_000.0 {
-        format!("{:.2} s", ms / 1000.0)
-    } else {
-        format!("{ms:.1} ms")
+/// Milliseconds in seconds, the one unit of every duration mcq prints in
+/// a table, so that a column never mixes `ms` and `s`.
+pub(crate) fn seconds(ms: f64) -> String {
+    format!("{:.3} s", ms / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+
+    #[test]
+    fn durations_share_one_unit() {
+        assert_eq!(seconds(9868.1), "9.868 s");
+        assert_eq!(seconds(18_630.0), "18.630 s");
+        assert_eq!(seconds(2.0), "0.002 s");
     }
 }

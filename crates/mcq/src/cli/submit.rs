@@ -2,14 +2,16 @@
 //! `--wait` follows the batch with a progress bar and prints its summary.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use mcq_client::{BatchRequest, BatchView, Client, JobState};
+use mcq_client::{BatchRequest, BatchView, Client, JobState, JobView};
 use mcq_kernel::{Method, OptionKind, Spec, VarianceReduction};
 use serde_json::{Map, Value};
+use uuid::Uuid;
 
+use super::count::count;
+use super::exit::{BadInput, Outcome};
 use super::status::{FOLLOW_REFRESH, print_batch, print_job};
 
 /// Flags of `mcq submit`.
@@ -17,8 +19,8 @@ use super::status::{FOLLOW_REFRESH, print_batch, print_job};
 pub(crate) struct Args {
     #[command(flatten)]
     spec: SpecFlags,
-    /// Submit this many copies of the flags' spec as one batch.
-    #[arg(long, default_value_t = 1, conflicts_with = "file")]
+    /// Submit this many copies of the flags' spec as one batch (1e3 = 1000).
+    #[arg(long, default_value_t = 1, conflicts_with = "file", value_parser = count::<usize>(1..=10_000_000))]
     count: usize,
     /// A JSON array of specs, or a CSV file whose header names spec fields.
     #[arg(long)]
@@ -32,12 +34,17 @@ pub(crate) struct Args {
     /// Makes a retried submission return the original ids instead of enqueueing twice.
     #[arg(long)]
     idempotency_key: Option<String>,
-    /// Wait until every job finished, then print the summary.
+    /// Wait until every job finished, then print the summary; the id is
+    /// printed first. Exits 1 if a job failed or was cancelled.
     #[arg(long)]
     wait: bool,
     /// Print the server's JSON (the final view with --wait).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "quiet")]
     json: bool,
+    /// Print only the id (of the job, or of the batch), for scripts:
+    /// `ID=$(mcq submit --count 10 --quiet)`.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 /// The spec fields as flags, named as in `mcq price` and the JSON spec.
@@ -60,10 +67,10 @@ pub(crate) struct SpecFlags {
     #[arg(long)]
     interest: Option<f64>,
     /// Number of periods.
-    #[arg(long)]
+    #[arg(long, value_parser = count::<u32>(0..=u64::from(u32::MAX)))]
     periods: Option<u32>,
-    /// Monte Carlo paths.
-    #[arg(long)]
+    /// Monte Carlo paths (1e6 = 1_000_000).
+    #[arg(long, value_parser = count::<u64>(0..=u64::MAX))]
     runs: Option<u64>,
     /// call or put.
     #[arg(long, value_parser = parse_enum::<OptionKind>)]
@@ -109,13 +116,13 @@ fn parse_enum<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let client = Client::new(&args.server)?;
     let specs = match &args.file {
-        Some(path) => read_specs(path)?,
-        None => vec![args.spec.to_spec(); args.count.max(1)],
+        Some(path) => read_specs(path).context(BadInput("--file".into()))?,
+        None => vec![args.spec.to_spec(); args.count],
     };
-    let single = args.file.is_none() && args.count <= 1;
+    let single = args.file.is_none() && args.count == 1;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -126,6 +133,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .submit_job(&specs[0], key)
                 .await
                 .context("submitting the job")?;
+            if args.wait {
+                args.announce(job.id, "job queued");
+            } else if args.quiet {
+                println!("{}", job.id);
+            }
             let job = if args.wait {
                 client
                     .wait_for_job(job.id, FOLLOW_REFRESH)
@@ -136,10 +148,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&job)?);
-            } else {
+            } else if !args.quiet {
                 print_job(&job);
             }
-            return Ok(exit_code(job.state != JobState::Failed));
+            return Ok(if args.wait {
+                job_outcome(&job)
+            } else {
+                Outcome::Done
+            });
         }
         let total = specs.len();
         let batch = BatchRequest {
@@ -153,43 +169,70 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !args.wait {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&accepted)?);
+            } else if args.quiet {
+                println!("{}", accepted.id);
             } else {
                 println!("batch {}: {total} jobs queued", accepted.id);
                 println!("follow it with: mcq status {}", accepted.id);
             }
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Outcome::Done);
         }
-        let view = follow_batch(&client, accepted.id, total, FOLLOW_REFRESH).await?;
+        // The id comes first, so that an interrupted wait leaves it on screen.
+        args.announce(accepted.id, &format!("{total} jobs queued"));
+        let view = follow_batch(&client, accepted.id, total, !args.quiet, FOLLOW_REFRESH).await?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&view)?);
-        } else {
+        } else if !args.quiet {
             print_batch(&view);
         }
-        Ok(exit_code(view.counts.failed == 0))
+        Ok(batch_outcome(&view))
     })
 }
 
-fn exit_code(ok: bool) -> ExitCode {
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+impl Args {
+    /// Says what was queued before waiting for it: the bare id with
+    /// `--quiet`, a line on stderr with `--json` (stdout is the JSON), a
+    /// line on stdout otherwise.
+    fn announce(&self, id: Uuid, what: &str) {
+        if self.quiet {
+            println!("{id}");
+        } else if self.json {
+            eprintln!("{id}: {what}");
+        } else {
+            println!("{id}: {what}");
+        }
     }
 }
 
-/// Follows a batch with a progress bar on stderr until it is done. The
-/// server's long poll answers as soon as the batch is done; `refresh` is
-/// only how often the bar hears of a batch still running.
+/// The outcome of a finished job: only success is success.
+pub(crate) fn job_outcome(job: &JobView) -> Outcome {
+    Outcome::from_ok(job.state == JobState::Succeeded)
+}
+
+/// The outcome of a finished batch: failed or cancelled jobs fail it.
+pub(crate) fn batch_outcome(view: &BatchView) -> Outcome {
+    Outcome::from_ok(view.counts.failed == 0 && view.counts.cancelled == 0)
+}
+
+/// Follows a batch until it is done, with a progress bar on stderr when
+/// `bar` (indicatif draws it on a terminal only). The server's long poll
+/// answers as soon as the batch is done; `refresh` is only how often the
+/// bar hears of a batch still running.
 pub(crate) async fn follow_batch(
     client: &Client,
-    id: uuid::Uuid,
+    id: Uuid,
     total: usize,
+    bar: bool,
     refresh: Duration,
 ) -> anyhow::Result<BatchView> {
-    let bar = indicatif::ProgressBar::new(total as u64);
+    let bar = if bar {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs {msg}",
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs, {per_sec}, ETA {eta} {msg}",
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );

@@ -2,7 +2,6 @@
 //! machine that reaches the database; SIGTERM or Ctrl-C stops one gracefully.
 
 use std::net::SocketAddr;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -11,6 +10,8 @@ use mcq_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
 use super::probes::Probes;
+use super::exit::Outcome;
+use super::queue_flags::QueueFlags;
 use super::serve::{Signals, init_tracing, redact};
 
 /// Flags of `mcq worker`.
@@ -53,12 +54,14 @@ pub(crate) struct Args {
     /// port (logged) [default: no HTTP at all].
     #[arg(long, value_name = "ADDR")]
     http_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    queue: QueueFlags,
 }
 
 /// Runs this subcommand.
-pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     init_tracing("info");
-    let mut queue = QueueConfig::default();
+    let mut queue = args.queue.apply(QueueConfig::default());
     if let Some(lease) = args.lease {
         queue.lease = lease;
     }
@@ -111,7 +114,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => None,
         };
         let Some(store) = connect(&args.database_url, queue, &shutdown).await? else {
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Outcome::Done);
         };
         if args.migrate {
             store.migrate().await.context("applying migrations")?;
@@ -130,7 +133,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
             claimer_wakeups = report.claimer_wakeups,
             "worker exited"
         );
-        Ok(ExitCode::SUCCESS)
+        Ok(Outcome::Done)
     })
 }
 

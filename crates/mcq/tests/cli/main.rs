@@ -7,7 +7,7 @@ pub(crate) fn mcq() -> Command {
 }
 
 /// Runs `mcq` with `args`; its exit code and standard error.
-fn exit_and_stderr(args: &[&str]) -> (Option<i32>, String) {
+pub(crate) fn exit_and_stderr(args: &[&str]) -> (Option<i32>, String) {
     let out = mcq().args(args).output().expect("run mcq");
     (
         out.status.code(),
@@ -21,7 +21,16 @@ fn help_lists_every_subcommand() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for sub in [
-        "price", "serve", "worker", "migrate", "submit", "status", "demo", "bench",
+        "price",
+        "serve",
+        "worker",
+        "migrate",
+        "submit",
+        "status",
+        "demo",
+        "bench",
+        "completions",
+        "man",
     ] {
         assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
     }
@@ -45,7 +54,7 @@ fn an_unreachable_database_is_reported_with_its_cause_once() {
         "--database-url",
         "postgres://nobody@127.0.0.1:1/mcq",
     ]);
-    assert_eq!(code, Some(1), "a runtime error");
+    assert_eq!(code, Some(3), "unreachable");
     assert!(
         text.contains("connecting to postgres://nobody") && text.contains("127.0.0.1:1/mcq"),
         "the message names the database:\n{text}"
@@ -59,4 +68,7 @@ fn an_unreachable_database_is_reported_with_its_cause_once() {
 
 mod bench_compare;
 mod bench_kernel;
+mod conventions;
 mod price;
+mod server;
+mod waiting;

@@ -1,0 +1,85 @@
+//! The queue settings `mcq serve` and `mcq worker` both take: how often a
+//! task is tried and how long finished jobs are kept. Set them alike on
+//! every process of one deployment: each process applies its own.
+
+use std::time::Duration;
+
+use mcq_queue::QueueConfig;
+
+use super::count::count;
+
+/// Longest retention accepted: ten years.
+const MAX_RETENTION: Duration = Duration::from_secs(3650 * 86_400);
+
+/// Shortest retention accepted: results must outlive the poll that reads them.
+const MIN_RETENTION: Duration = Duration::from_secs(60);
+
+/// `--max-attempts` and `--retention`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct QueueFlags {
+    /// Times a task is claimed before its job fails: a task whose worker
+    /// crashed, lost its lease or hit an error is tried again, up to this
+    /// many claims in all (1 to 100).
+    #[arg(long, env = "MCQ_MAX_ATTEMPTS", default_value = "3", value_parser = count::<u32>(1..=100))]
+    max_attempts: u32,
+    /// How long finished jobs, their results and idempotency keys are kept
+    /// before workers prune them: a number with s, m, h or d (`90m`, `7d`),
+    /// from 1m to 3650d.
+    #[arg(long, env = "MCQ_RETENTION", default_value = "7d", value_parser = retention)]
+    retention: Duration,
+}
+
+impl QueueFlags {
+    /// `base` with these settings.
+    pub(crate) fn apply(&self, base: QueueConfig) -> QueueConfig {
+        QueueConfig {
+            max_attempts: self.max_attempts,
+            retention: self.retention,
+            ..base
+        }
+    }
+}
+
+/// Parses a retention such as `90s`, `30m`, `12h` or `7d` (a bare number
+/// is seconds) within the accepted range.
+fn retention(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return Err(format!("{text:?}: the unit must be s, m, h or d (e.g. 7d)")),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 90m, 12h, 7d)"))?;
+    let secs = value * scale;
+    if !(secs.is_finite()
+        && (MIN_RETENTION.as_secs_f64()..=MAX_RETENTION.as_secs_f64()).contains(&secs))
+    {
+        return Err(format!("{text:?} is not in 1m..=3650d"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_takes_units_and_checks_the_range() {
+        assert_eq!(retention("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(retention("90m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(retention("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(retention("3600"), Ok(Duration::from_secs(3600)));
+        for bad in ["", "0", "59s", "3651d", "7w", "d", "-1d", "NaNd", "infh"] {
+            assert!(retention(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! What every command shares: counts written as people write them, one
+//! table of exit codes, completions, the man page and `--color`.
+
+use super::{exit_and_stderr, mcq};
+
+/// `mcq price --json` with `runs` spelled as given: the paths it priced.
+fn priced_paths(runs: &str) -> u64 {
+    let out = mcq()
+        .args(["price", "--json", "--seed", "3", "--runs", runs])
+        .output()
+        .expect("run mcq price");
+    assert!(out.status.success(), "--runs {runs}: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    v["paths"].as_u64().expect("paths")
+}
+
+#[test]
+fn counts_take_plain_separated_and_scientific_spellings() {
+    for runs in ["100000", "100_000", "1e5"] {
+        assert_eq!(priced_paths(runs), 100_000, "--runs {runs}");
+    }
+    // The same parser checks every count flag's range, in every command.
+    for (args, flag, range) in [
+        (
+            &["demo", "--calls", "0"][..],
+            "--calls",
+            "0 is not in 1..=100000",
+        ),
+        (&["demo", "--runs", "1.5"], "--runs", "not a whole number"),
+        (&["submit", "--count", "0"], "--count", "not in 1..="),
+        (
+            &[
+                "bench",
+                "queue",
+                "--database-url",
+                "sqlite:x",
+                "--jobs",
+                "2e6",
+            ],
+            "--jobs",
+            "not in 1..=",
+        ),
+        (
+            &["bench", "compare", "--calls", "1e9"],
+            "--calls",
+            "not in 1..=",
+        ),
+        (
+            &["price", "--threads", "2e3"],
+            "--threads",
+            "not in 1..=1024",
+        ),
+    ] {
+        let (code, text) = exit_and_stderr(args);
+        assert_eq!(code, Some(2), "mcq {args:?} is a usage error:\n{text}");
+        assert!(
+            text.contains(flag) && text.contains(range),
+            "mcq {args:?}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn bad_input_exits_2_in_every_command() {
+    for args in [
+        &["price", "--down", "2"][..],
+        &["price", "--periods", "0"],
+        &["bench", "kernel", "--periods", "700"],
+        &["status", "not-an-id"],
+        &["submit", "--server", "ftp://example"],
+        &["submit", "--file", "/nonexistent/specs.json"],
+        &["bench", "compare", "--poll-ms", "0"],
+        &["no-such-command"],
+    ] {
+        let (code, text) = exit_and_stderr(args);
+        assert_eq!(code, Some(2), "mcq {args:?}:\n{text}");
+        assert!(text.contains("error"), "mcq {args:?} says why:\n{text}");
+    }
+}
+
+#[test]
+fn an_unreachable_server_exits_3() {
+    // Nothing listens on port 1 of the loopback: the connection is refused.
+    let id = "00000000-0000-0000-0000-000000000000";
+    for args in [
+        &["submit", "--server", "http://127.0.0.1:1", "--runs", "1e3"][..],
+        &["status", "--server", "http://127.0.0.1:1", id],
+    ] {
+        let (code, text) = exit_and_stderr(args);
+        assert_eq!(code, Some(3), "mcq {args:?}:\n{text}");
+        assert!(text.contains("cannot reach the server"), "{text}");
+    }
+}
+
+#[test]
+fn completions_for_each_shell_name_the_commands() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = mcq().args(["completions", shell]).output().expect("run");
+        assert!(out.status.success(), "{shell}: {out:?}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        for word in ["submit", "quiet", "max-attempts"] {
+            assert!(script.contains(word), "{shell} script lacks {word}");
+        }
+    }
+    let (code, _) = exit_and_stderr(&["completions", "cmd.exe"]);
+    assert_eq!(code, Some(2));
+}
+
+#[test]
+fn the_man_page_documents_commands_and_exit_codes() {
+    let out = mcq().arg("man").output().expect("run mcq man");
+    assert!(out.status.success());
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH mcq 1"),
+        "{page}"
+    );
+    for word in ["submit", "Exit codes", "server or the database"] {
+        assert!(page.contains(word), "the man page lacks {word}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = mcq()
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("run mcq man --dir");
+    assert!(out.status.success(), "{out:?}");
+    for page in ["mcq.1", "mcq-submit.1", "mcq-bench-compare.1"] {
+        let text = std::fs::read_to_string(dir.path().join(page)).expect(page);
+        assert!(text.contains(".TH"), "{page}: {text}");
+    }
+}
+
+#[test]
+fn colour_follows_the_flag_and_no_color() {
+    let esc = |args: &[&str], no_color: bool| {
+        let mut command = mcq();
+        command.args(args);
+        if no_color {
+            command.env("NO_COLOR", "1");
+        } else {
+            command.env_remove("NO_COLOR");
+        }
+        let out = command.output().expect("run mcq");
+        String::from_utf8_lossy(&out.stderr).contains('\u{1b}')
+    };
+    // The tests' stderr is a pipe: auto means no colour.
+    assert!(!esc(&["status"], false));
+    assert!(esc(&["--color", "always", "status"], false));
+    assert!(
+        esc(&["status", "--color=always"], true),
+        "the flag wins over NO_COLOR"
+    );
+    assert!(!esc(&["--color", "never", "status"], false));
+    // The logs (tracing) are plain in a file or a pipe, and coloured when asked.
+    assert!(!first_log_line(&[]).contains('\u{1b}'));
+    assert!(first_log_line(&["--color", "always"]).contains('\u{1b}'));
+    let (code, text) = exit_and_stderr(&["--color", "sometimes", "status"]);
+    assert_eq!(code, Some(2), "{text}");
+}
+
+/// The first log line of a worker whose database is unreachable (it warns
+/// at once and keeps retrying, so it is killed after that line).
+fn first_log_line(flags: &[&str]) -> String {
+    use std::io::BufRead as _;
+    let mut child = mcq()
+        .args(flags)
+        .args([
+            "worker",
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/mcq",
+        ])
+        .env("RUST_LOG", "warn")
+        .env_remove("NO_COLOR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn mcq worker");
+    let mut line = String::new();
+    let stderr = child.stderr.take().expect("stderr");
+    std::io::BufReader::new(stderr)
+        .read_line(&mut line)
+        .expect("read the log");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("database unreachable"), "{line}");
+    line
+}
