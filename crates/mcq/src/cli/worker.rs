@@ -9,8 +9,9 @@ use mcq_queue::{QueueConfig, Store, StoreError};
 use mcq_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
-use super::probes::Probes;
+use super::count::count;
 use super::exit::Outcome;
+use super::probes::Probes;
 use super::queue_flags::QueueFlags;
 use super::serve::{Signals, init_tracing, redact};
 
@@ -21,10 +22,10 @@ pub(crate) struct Args {
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite:mcq.sqlite")]
     database_url: String,
     /// Tasks computed at once [default: number of cores].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_parser = count::<u32>(1..=4096))]
     concurrency: Option<u32>,
     /// Threads of the kernel's pool [default: number of cores].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_parser = count::<u32>(1..=4096))]
     threads: Option<u32>,
     /// Seconds a claim stays valid without a heartbeat [default: the queue's].
     #[arg(long, value_parser = seconds)]
@@ -36,7 +37,7 @@ pub(crate) struct Args {
     #[arg(long, value_parser = seconds, default_value = "20")]
     shutdown_timeout: Duration,
     /// Most tasks claimed in one round trip.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 1000)]
+    #[arg(long, value_parser = count::<u32>(1..=100_000), default_value_t = 1000)]
     claim_batch: u32,
     /// Longest wait, in milliseconds, before recording finished short
     /// tasks: for the next one to finish (at most 30 ms), or (PostgreSQL)

@@ -81,7 +81,11 @@ fn wait_prints_the_id_first_and_cancelled_work_exits_1() {
     let mut summary = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut summary).expect("read the summary");
     let status = child.wait().expect("wait for mcq submit");
-    assert_eq!(status.code(), Some(1), "cancelled work fails the wait:\n{summary}");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "cancelled work fails the wait:\n{summary}"
+    );
     assert!(summary.contains("2 cancelled"), "{summary}");
 
     let id = id.to_string();
