@@ -4,4 +4,5 @@
 
 mod batch;
 mod commands;
+mod readme;
 mod server;
