@@ -214,6 +214,11 @@ pub(crate) fn batch_outcome(view: &BatchView) -> Outcome {
     Outcome::from_ok(view.counts.failed == 0 && view.counts.cancelled == 0)
 }
 
+/// The progress bar of a followed batch: jobs done, their rate and the
+/// time left.
+const BAR: &str =
+    "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs, {per_sec}, ETA {eta} {msg}";
+
 /// Follows a batch until it is done, with a progress bar on stderr when
 /// `bar` (indicatif draws it on a terminal only). The server's long poll
 /// answers as soon as the batch is done; `refresh` is only how often the
@@ -231,10 +236,8 @@ pub(crate) async fn follow_batch(
         indicatif::ProgressBar::hidden()
     };
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs, {per_sec}, ETA {eta} {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(BAR)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let view = client
         .wait_for_batch(id, refresh, |view| {
@@ -344,6 +347,12 @@ mod tests {
             (specs[1].up, specs[1].down, specs[1].runs),
             (1.3, Spec::default().down, None)
         );
+    }
+
+    #[test]
+    fn the_bar_shows_rate_and_time_left() {
+        assert!(indicatif::ProgressStyle::with_template(BAR).is_ok());
+        assert!(BAR.contains("{per_sec}") && BAR.contains("{eta}"));
     }
 
     #[test]

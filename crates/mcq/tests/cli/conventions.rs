@@ -79,6 +79,36 @@ fn bad_input_exits_2_in_every_command() {
 }
 
 #[test]
+fn serve_and_worker_take_the_queue_settings_with_their_defaults() {
+    for command in ["serve", "worker"] {
+        let out = mcq()
+            .args([command, "--help"])
+            .output()
+            .expect("run --help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        for (flag, default) in [
+            ("--max-attempts", "[default: 3]"),
+            ("--retention", "[default: 7d]"),
+        ] {
+            let at = help
+                .find(flag)
+                .unwrap_or_else(|| panic!("{command} lacks {flag}"));
+            assert!(help[at..].contains(default), "{command} {flag}: {help}");
+        }
+        for (args, range) in [
+            (&["--max-attempts", "0"][..], "not in 1..=100"),
+            (&["--max-attempts", "1e3"], "not in 1..=100"),
+            (&["--retention", "10s"], "not in 1m..=3650d"),
+            (&["--retention", "7w"], "s, m, h or d"),
+        ] {
+            let (code, text) = exit_and_stderr(&[&[command][..], args].concat());
+            assert_eq!(code, Some(2), "{command} {args:?}: {text}");
+            assert!(text.contains(range), "{command} {args:?}: {text}");
+        }
+    }
+}
+
+#[test]
 fn an_unreachable_server_exits_3() {
     // Nothing listens on port 1 of the loopback: the connection is refused.
     let id = "00000000-0000-0000-0000-000000000000";
