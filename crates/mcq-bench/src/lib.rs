@@ -11,12 +11,16 @@
 mod analysis;
 mod breakdown;
 mod breakeven;
+mod caveats;
 mod chart;
+mod cost;
+mod environment;
 mod interval;
 mod local;
 mod output;
 mod platform;
 mod record;
+mod report;
 mod runner;
 mod service;
 mod stats;
@@ -30,11 +34,15 @@ use anyhow::Context;
 pub use analysis::{JobSummary, LevelSummary, summarise};
 pub use breakdown::{Breakdown, Poll, ServerTimes, break_down};
 pub use breakeven::{BreakEven, Crossing, CrossingKind, EFFICIENCY_MARK, SweepPoint};
+pub use cost::{CostModel, CostRow, CostSummary, parse_cloud_price, parse_price};
+pub use environment::Environment;
 pub use interval::{
     BOOTSTRAP_SEED, Bootstrap, CONFIDENCE, Interval, Method, RESAMPLES, median_interval,
     median_ranks,
 };
-pub use output::{JOBS_CSV, Machine, SUMMARY_JSON, Settings, Summary, TRIALS_CSV};
+pub use output::{
+    JOBS_CSV, Machine, REPORT_MD, SERVICE_DIR, SUMMARY_JSON, Settings, Summary, TRIALS_CSV,
+};
 pub use platform::{Platform, parse_platforms};
 pub use record::{JobRecord, TrialRecord};
 pub use runner::{Event, Measurements, Plan, batch, round_orders};
@@ -42,7 +50,7 @@ pub use service::{Backend, PollOptions, Target};
 pub use stats::Summary as Stats;
 
 /// Base names of the charts (each written as `.png` and `.svg`).
-pub const CHART_NAMES: [&str; 3] = ["wall-per-trial", "job-breakdown", "break-even"];
+pub const CHART_NAMES: [&str; 4] = ["wall-per-trial", "job-breakdown", "break-even", "cost"];
 
 /// What a finished comparison produced.
 #[derive(Debug, Clone)]
@@ -64,24 +72,35 @@ pub fn compare(
     observer: &(dyn Fn(Event) + Sync),
 ) -> anyhow::Result<Report> {
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    // An earlier run's files must not sit beside this run's (a chart of a
+    // sweep this run does not make, the log of a worker it does not start).
+    output::remove_stale(&out_dir, &CHART_NAMES)?;
+    let mut environment = Environment::current(
+        backend_name(plan),
+        backend_version(plan),
+        "loopback (no emulation)".to_owned(),
+        "loopback (no emulation)".to_owned(),
+    );
     let measured = runner::run(plan, observer)?;
+    environment.load_after = environment::load_average();
     let levels = summarise(&measured.trials, &measured.jobs);
     let break_even =
         (plan.levels.len() > 1).then(|| breakeven::analyse(&measured.trials, &measured.jobs));
+    let cost = plan.cost.map(|model| cost::analyse(model, &levels));
 
-    let mut files = vec![TRIALS_CSV.to_owned(), JOBS_CSV.to_owned()];
     output::write_csv(&out_dir.join(TRIALS_CSV), &measured.trials)?;
     output::write_csv(&out_dir.join(JOBS_CSV), &measured.jobs)?;
-    files.extend(draw_charts(
+    let charts = draw_charts(
         plan,
         main_runs,
         &measured,
         break_even.as_ref(),
+        cost.as_ref(),
         &out_dir,
-    )?);
-    files.push(SUMMARY_JSON.to_owned());
+    )?;
+    let warnings = caveats::warnings(&environment, &levels);
 
-    let summary = Summary {
+    let mut summary = Summary {
         finished_at: chrono::Utc::now(),
         settings: Settings {
             calls: plan.calls,
@@ -100,21 +119,70 @@ pub fn compare(
             poll_wait_ms: plan.poll.wait.as_secs_f64() * 1e3,
         },
         machine: Machine::current(),
+        environment,
+        warnings,
         levels,
         break_even,
-        files,
+        cost,
+        files: Vec::new(),
     };
+    let svgs: Vec<String> = charts
+        .iter()
+        .filter(|f| f.ends_with(".svg"))
+        .cloned()
+        .collect();
+    std::fs::write(out_dir.join(REPORT_MD), report::render(&summary, &svgs))
+        .with_context(|| format!("writing {}", out_dir.join(REPORT_MD).display()))?;
+    // The list is read from the folder itself (the service's logs
+    // included), so it matches what is there; summary.json is about to be.
+    // Files the command never writes are someone else's and not listed.
+    let mut files: Vec<String> = output::list_files(&out_dir)?
+        .into_iter()
+        .filter(|name| output::is_ours(name, &CHART_NAMES))
+        .collect();
+    files.push(SUMMARY_JSON.to_owned());
+    files.sort();
+    files.dedup();
+    summary.files = files;
     output::write_json(&out_dir.join(SUMMARY_JSON), &summary)?;
-    let mut text = table::render(&summary.levels);
+    let mut text = caveats::render(&summary.warnings);
+    text.push_str(&table::render(&summary.levels));
     if let Some(analysis) = &summary.break_even {
         text.push('\n');
         text.push_str(&table::render_break_even(analysis));
+    }
+    if let Some(cost) = &summary.cost {
+        text.push('\n');
+        text.push_str(&cost::render(cost));
     }
     Ok(Report {
         summary,
         table: text,
         out_dir,
     })
+}
+
+/// The database behind the service, as the environment record names it.
+fn backend_name(plan: &Plan) -> String {
+    match plan.service.as_ref() {
+        _ if !plan.platforms.contains(&Platform::Service) => "none (local platforms only)",
+        Some(Target::Server(_)) => "remote server (database unknown)",
+        Some(Target::Start(Backend::Embedded { .. })) => "SQLite (embedded)",
+        Some(Target::Start(Backend::Postgres { .. })) => "PostgreSQL",
+        None => "none",
+    }
+    .to_owned()
+}
+
+fn backend_version(plan: &Plan) -> Option<String> {
+    if !plan.platforms.contains(&Platform::Service) {
+        return None;
+    }
+    match plan.service.as_ref()? {
+        Target::Server(_) => None,
+        Target::Start(Backend::Embedded { .. }) => environment::backend_version(None),
+        Target::Start(Backend::Postgres { url, .. }) => environment::backend_version(Some(url)),
+    }
 }
 
 fn describe_target(target: &Target) -> String {
@@ -146,6 +214,7 @@ fn draw_charts(
     main_runs: u64,
     measured: &Measurements,
     break_even: Option<&BreakEven>,
+    cost: Option<&CostSummary>,
     out_dir: &std::path::Path,
 ) -> anyhow::Result<Vec<String>> {
     let mut files = Vec::new();
@@ -199,6 +268,17 @@ fn draw_charts(
             },
             out_dir,
             CHART_NAMES[2],
+        )?);
+    }
+    if let Some(cost) = cost {
+        files.extend(chart::save(
+            &chart::CostChart {
+                cost,
+                calls: plan.calls,
+                context: chart_context(plan),
+            },
+            out_dir,
+            CHART_NAMES[3],
         )?);
     }
     Ok(files)
@@ -286,6 +366,7 @@ mod tests {
             },
             exe: PathBuf::new(),
             service_dir: PathBuf::new(),
+            cost: None,
         };
         let measured = synthetic(&plan);
         let analysis = breakeven::analyse(&measured.trials, &measured.jobs);
@@ -299,8 +380,25 @@ mod tests {
             PathBuf::from,
         );
         std::fs::create_dir_all(&dir).unwrap();
-        let files = draw_charts(&plan, 1_000_000, &measured, Some(&analysis), &dir).unwrap();
-        assert_eq!(files.len(), 6);
+        let levels = summarise(&measured.trials, &measured.jobs);
+        let cost = cost::analyse(
+            CostModel {
+                local_per_core_hour: 0.03,
+                cloud_per_core_hour: 0.05,
+                cloud_granularity_s: 1.0,
+            },
+            &levels,
+        );
+        let files = draw_charts(
+            &plan,
+            1_000_000,
+            &measured,
+            Some(&analysis),
+            Some(&cost),
+            &dir,
+        )
+        .unwrap();
+        assert_eq!(files.len(), 8);
         for file in &files {
             let bytes = std::fs::read(dir.join(file)).unwrap();
             if file.ends_with(".png") {

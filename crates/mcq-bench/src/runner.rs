@@ -45,6 +45,8 @@ pub struct Plan {
     pub exe: PathBuf,
     /// Working directory of a private service (data and logs).
     pub service_dir: PathBuf,
+    /// Prices per core-hour, for the cost of a batch.
+    pub cost: Option<crate::cost::CostModel>,
 }
 
 /// What the runner tells its observer (the command's progress bars).

@@ -13,26 +13,45 @@ fn num(value: Option<f64>, decimals: usize) -> String {
     }
 }
 
+/// `value` with four significant digits and no exponent for the
+/// magnitudes of wall times in seconds (0.0004123, 12.35).
+pub(crate) fn sig(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    let digits = (3 - value.abs().log10().floor() as i32).max(0) as usize;
+    format!("{value:.digits$}")
+}
+
 /// A value and its 95% interval: `1.234 [1.200, 1.300]`; an open upper
 /// end prints as `∞`.
 pub(crate) fn with_interval(value: Option<f64>, ci: Option<Interval>, decimals: usize) -> String {
-    let v = num(value, decimals);
+    interval_by(value, ci, |v| format!("{v:.decimals$}"))
+}
+
+/// As [`with_interval`], each number written by `show`.
+pub(crate) fn interval_by(
+    value: Option<f64>,
+    ci: Option<Interval>,
+    show: impl Fn(f64) -> String,
+) -> String {
+    let Some(v) = value.filter(|v| v.is_finite()) else {
+        return "-".to_owned();
+    };
     match ci {
-        Some(ci) if value.is_some() => {
+        Some(ci) => {
             let high = if ci.high.is_infinite() {
                 "∞".to_owned()
             } else {
-                num(Some(ci.high), decimals)
+                show(ci.high)
             };
-            format!("{v} [{}, {high}]", num(Some(ci.low), decimals))
+            format!("{} [{}, {high}]", show(v), show(ci.low))
         }
-        _ => v,
+        None => show(v),
     }
 }
 
-/// One row per platform and level: wall times, ratios, overhead and the
-/// median of each part of a job's time.
-pub(crate) fn render(levels: &[LevelSummary]) -> String {
+fn cells(levels: &[LevelSummary]) -> ([&'static str; 14], Vec<[String; 14]>) {
     let header = [
         "platform",
         "runs",
@@ -57,13 +76,13 @@ pub(crate) fn render(levels: &[LevelSummary]) -> String {
                 l.platform.to_string(),
                 format!("{}", l.runs),
                 l.slots.to_string(),
-                num(Some(l.cold_wall_ms / 1e3), 3),
-                with_interval(
+                interval_by(Some(l.cold_wall_ms / 1e3), None, sig),
+                interval_by(
                     l.wall_ms.map(|s| s.p50 / 1e3),
                     l.wall_p50_interval_ms.map(|c| c.scaled(1e-3)),
-                    3,
+                    sig,
                 ),
-                num(l.wall_ms.map(|s| s.min / 1e3), 3),
+                interval_by(l.wall_ms.map(|s| s.min / 1e3), None, sig),
                 with_interval(l.speedup_vs_local_1, l.speedup_interval, 2),
                 with_interval(l.efficiency_vs_local_all, l.efficiency_interval, 2),
                 with_interval(
@@ -83,6 +102,24 @@ pub(crate) fn render(levels: &[LevelSummary]) -> String {
             ]
         })
         .collect();
+    (header, rows)
+}
+
+/// The table as Markdown, ready to paste.
+pub(crate) fn render_markdown(levels: &[LevelSummary]) -> String {
+    let (header, rows) = cells(levels);
+    let mut out = format!("| {} |\n", header.join(" | "));
+    out.push_str(&format!("|{}\n", ["---|"; 14].concat()));
+    for row in &rows {
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out
+}
+
+/// One row per platform and level: wall times, ratios, overhead and the
+/// median of each part of a job's time.
+pub(crate) fn render(levels: &[LevelSummary]) -> String {
+    let (header, rows) = cells(levels);
     let mut widths = header.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -109,7 +146,7 @@ pub(crate) fn render(levels: &[LevelSummary]) -> String {
     out
 }
 
-fn describe(crossing: Option<&Crossing>) -> String {
+pub(crate) fn describe(crossing: Option<&Crossing>) -> String {
     match crossing {
         None => "not measured (needs the platforms to compare)".to_owned(),
         Some(c) => {

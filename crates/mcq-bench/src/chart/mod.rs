@@ -2,6 +2,7 @@
 //! SVG. The font is compiled in, so no system font or external tool is needed.
 
 mod breakeven;
+mod cost;
 mod timeline;
 mod wall;
 
@@ -13,6 +14,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 pub(crate) use breakeven::BreakEvenChart;
+pub(crate) use cost::CostChart;
 pub(crate) use timeline::TimelineChart;
 pub(crate) use wall::WallChart;
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use mcq_bench::{Backend, Event, Plan, Platform, PollOptions, Target};
+use mcq_bench::{
+    Backend, CostModel, Event, Plan, Platform, PollOptions, Target, parse_cloud_price, parse_price,
+};
 
 use super::color;
 use super::count::count;
@@ -65,6 +67,13 @@ pub(crate) struct Args {
     /// Give up on a service batch after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
+    /// Price of a local core-hour, for the cost per batch (needs --cost-cloud).
+    #[arg(long, value_parser = parse_price, requires = "cost_cloud")]
+    cost_local: Option<f64>,
+    /// Price of a cloud core-hour and its billing granularity, e.g.
+    /// 0.05,granularity=1min (1s, 1min or 1h; default 1s). Needs --cost-local.
+    #[arg(long, value_parser = parse_cloud_price, requires = "cost_local")]
+    cost_cloud: Option<(f64, f64)>,
 }
 
 /// Runs `mcq bench compare`.
@@ -119,7 +128,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             timeout: Duration::from_secs(args.timeout_secs),
         },
         exe: std::env::current_exe().context("locating the mcq executable to start the service")?,
-        service_dir: args.out.join("service"),
+        service_dir: args.out.join(mcq_bench::SERVICE_DIR),
+        cost: match (args.cost_local, args.cost_cloud) {
+            (Some(local), Some((cloud, granularity))) => Some(CostModel {
+                local_per_core_hour: local,
+                cloud_per_core_hour: cloud,
+                cloud_granularity_s: granularity,
+            }),
+            _ => None,
+        },
     };
     let bars = Bars::new(&plan);
     let report = mcq_bench::compare(&plan, args.runs, args.out.clone(), &|event| bars.on(event))?;

@@ -68,6 +68,11 @@ fn num(row: &HashMap<String, String>, column: &str) -> f64 {
 fn compare_runs_end_to_end_and_writes_every_output() {
     let scratch = Scratch::new("bench-compare");
     let out_dir = scratch.0.join("out");
+    // An earlier run's files: its own must go, anything else must stay.
+    std::fs::create_dir_all(out_dir.join("service")).unwrap();
+    for stale in ["report.md", "cost.svg", "service/worker-7.log", "keep.txt"] {
+        std::fs::write(out_dir.join(stale), "from an earlier run").unwrap();
+    }
     let output = mcq()
         .current_dir(&scratch.0)
         .args([
@@ -92,6 +97,10 @@ fn compare_runs_end_to_end_and_writes_every_output() {
             "500",
             "--seed",
             "7",
+            "--cost-local",
+            "0.03",
+            "--cost-cloud",
+            "0.05,granularity=1min",
         ])
         .arg("--out")
         .arg(&out_dir)
@@ -289,6 +298,75 @@ fn compare_runs_end_to_end_and_writes_every_output() {
             "{file} listed but missing"
         );
     }
+    // The folder holds exactly the listed files, plus the file that is not ours.
+    let mut present = Vec::new();
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            for inner in std::fs::read_dir(entry.path()).unwrap() {
+                present.push(format!(
+                    "{name}/{}",
+                    inner.unwrap().file_name().to_string_lossy()
+                ));
+            }
+        } else if name != "keep.txt" {
+            present.push(name);
+        }
+    }
+    present.sort();
+    let listed: Vec<String> = summary["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(present, listed);
+    assert!(!out_dir.join("service/worker-7.log").exists());
+    assert!(out_dir.join("keep.txt").exists());
+
+    // The environment record, the cost and the intervals.
+    let env = &summary["environment"];
+    for field in [
+        "cpu_model",
+        "cores",
+        "kernel",
+        "mcq_version",
+        "mcq_commit",
+        "link_db",
+    ] {
+        assert!(!env[field].is_null(), "environment lacks {field}: {env}");
+    }
+    assert!(
+        env["backend_version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("SQLite 3.")),
+        "{env}"
+    );
+    assert!(summary["warnings"].is_array());
+    let service = levels.iter().find(|l| l["platform"] == "service").unwrap();
+    let ci = &service["wall_p50_interval_ms"];
+    assert!(
+        ci["low"].as_f64().unwrap() <= ci["high"].as_f64().unwrap(),
+        "{ci}"
+    );
+    // One warm trial: an interval of one point that covers nothing, and a warning.
+    assert_eq!(ci["confidence"], 0.0);
+    assert!(stdout.contains("WARNING: too few warm trials"), "{stdout}");
+    let cost = &summary["cost"];
+    assert_eq!(cost["model"]["cloud_granularity_s"], 60.0);
+    assert_eq!(cost["rows"].as_array().map(Vec::len), Some(6));
+    assert!(stdout.contains("cost per batch"), "{stdout}");
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    for part in [
+        "| platform |",
+        "## Environment",
+        "SQLite 3.",
+        "## Cost",
+        "](break-even.svg)",
+    ] {
+        assert!(report.contains(part), "report.md lacks {part:?}:\n{report}");
+    }
 }
 
 #[test]
@@ -306,6 +384,16 @@ fn bad_flags_are_rejected_with_a_clear_message() {
         (&["--wait-ms", "NaN"][..], "wait-ms"),
         (&["--wait-ms=-5"][..], "wait-ms"),
         (&["--wait-ms", "61000"][..], "wait-ms"),
+        (&["--cost-local", "0.03"][..], "--cost-cloud"),
+        (
+            &[
+                "--cost-local",
+                "0.03",
+                "--cost-cloud",
+                "0.05,granularity=2h",
+            ][..],
+            "1s, 1min or 1h",
+        ),
     ] {
         let output = mcq()
             .args(["bench", "compare"])

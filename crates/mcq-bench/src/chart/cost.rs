@@ -1,0 +1,128 @@
+//! Cost per batch against paths per call, per platform, on log-log axes,
+//! with the 95% interval of each cost as a whisker and the cost
+//! break-even marked.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, legend};
+use crate::breakeven::CrossingKind;
+use crate::cost::CostSummary;
+use crate::platform::Platform;
+
+/// The costs to draw.
+#[derive(Debug)]
+pub(crate) struct CostChart<'a> {
+    /// The cost analysis.
+    pub cost: &'a CostSummary,
+    /// Calls per batch, for the title.
+    pub calls: u32,
+    /// Backend and link, for the title.
+    pub context: String,
+}
+
+impl Chart for CostChart<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let (width, _) = root.dim_in_pixel();
+        let (plot, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
+        let rows = &self.cost.rows;
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+        for r in rows.iter().filter(|r| positive(r.per_batch)) {
+            let (lo, hi) = r
+                .per_batch_interval
+                .map_or((r.per_batch, r.per_batch), |c| (c.low, c.high));
+            let x = r.runs as f64;
+            (x0, x1) = (x0.min(x), x1.max(x));
+            (y0, y1) = (y0.min(lo.max(r.per_batch * 1e-3)), y1.max(hi));
+        }
+        if x0 > x1 {
+            (x0, x1, y0, y1) = (1.0, 10.0, 1e-6, 1.0);
+        }
+        let m = &self.cost.model;
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(
+                format!("Cost per batch of {} calls, {}", self.calls, self.context),
+                (FAMILY, 20),
+            )
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(80)
+            .build_cartesian_2d(
+                (x0 / 1.5..x1 * 1.5).log_scale(),
+                (y0 / 1.5..y1 * 1.5).log_scale(),
+            )
+            .map_err(fail("the cost chart"))?;
+        chart
+            .configure_mesh()
+            .x_desc("paths per call (runs)")
+            .y_desc("cost per batch (price units), 95% interval")
+            .x_label_formatter(&|x| format!("{x:.0e}"))
+            .y_label_formatter(&|y| format!("{y:.0e}"))
+            .label_style((FAMILY, 13))
+            .axis_desc_style((FAMILY, 15))
+            .draw()
+            .map_err(fail("the cost chart"))?;
+        let mut entries = Vec::new();
+        for platform in Platform::ALL {
+            let mine: Vec<_> = rows
+                .iter()
+                .filter(|r| r.platform == platform && positive(r.per_batch))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let c = colour(platform);
+            chart
+                .draw_series(LineSeries::new(
+                    mine.iter().map(|r| (r.runs as f64, r.per_batch)),
+                    c.stroke_width(2),
+                ))
+                .map_err(fail("the cost chart"))?;
+            chart
+                .draw_series(mine.iter().filter_map(|r| {
+                    let ci = r.per_batch_interval?;
+                    let x = r.runs as f64;
+                    Some(PathElement::new(
+                        vec![(x, ci.low.max(r.per_batch * 1e-3)), (x, ci.high)],
+                        c.stroke_width(2),
+                    ))
+                }))
+                .map_err(fail("the cost chart"))?;
+            chart
+                .draw_series(
+                    mine.iter()
+                        .map(|r| Circle::new((r.runs as f64, r.per_batch), 4, c.filled())),
+                )
+                .map_err(fail("the cost chart"))?;
+            entries.push((Swatch::Line(c), platform.name().to_owned()));
+        }
+        if let Some(crossing) = self.cost.service_cheaper_than_local_1
+            && crossing.kind != CrossingKind::NotReached
+            && let Some(runs) = crossing.runs
+        {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(runs, y0 / 1.5), (runs, y1 * 1.5)],
+                    8,
+                    6,
+                    BLACK.stroke_width(2),
+                ))
+                .map_err(fail("the cost chart"))?;
+            entries.push((Swatch::Dashed(BLACK), "service cheaper than".to_owned()));
+            entries.push((Swatch::Dashed(BLACK), format!("local-1: {runs:.0} runs")));
+        }
+        entries.push((
+            Swatch::Block(RGBColor(255, 255, 255)),
+            format!("local {:.3}/core-h", m.local_per_core_hour),
+        ));
+        entries.push((
+            Swatch::Block(RGBColor(255, 255, 255)),
+            format!(
+                "cloud {:.3}/core-h per {} s",
+                m.cloud_per_core_hour, m.cloud_granularity_s
+            ),
+        ));
+        legend(&panel, &entries)
+    }
+}
