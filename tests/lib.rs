@@ -92,14 +92,29 @@ impl McqProcess {
 
     /// Sends SIGTERM (a graceful stop request).
     pub fn terminate(&self) -> anyhow::Result<()> {
+        self.signal("TERM")
+    }
+
+    /// Sends SIGSTOP: the process freezes where it is, connections open.
+    pub fn freeze(&self) -> anyhow::Result<()> {
+        self.signal("STOP")
+    }
+
+    /// Sends SIGCONT: a frozen process carries on.
+    pub fn thaw(&self) -> anyhow::Result<()> {
+        self.signal("CONT")
+    }
+
+    /// Sends `SIG<name>`.
+    fn signal(&self, name: &str) -> anyhow::Result<()> {
         // std only knows SIGKILL, and this workspace forbids unsafe libc
         // calls, so `kill(1)` sends the signal.
         let status = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
+            .args([&format!("-{name}"), &self.pid().to_string()])
             .status()
-            .context("running kill -TERM")?;
+            .with_context(|| format!("running kill -{name}"))?;
         if !status.success() {
-            bail!("kill -TERM {} failed", self.pid());
+            bail!("kill -{name} {} failed", self.pid());
         }
         Ok(())
     }

@@ -7,6 +7,7 @@
 mod batch;
 mod bench_queue;
 mod fleet;
+mod freeze;
 mod keda;
 mod kill;
 mod probes;

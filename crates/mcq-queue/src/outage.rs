@@ -4,8 +4,10 @@
 //! without naming the driver.
 
 /// True for errors of reaching the database — no connection, a broken
-/// one, a closed or exhausted pool, a server shutting down — and false for
-/// anything the database answered about the query itself.
+/// one, a closed or exhausted pool, a server shutting down or out of
+/// connections — or of a session bound (`postgres/session.rs`) cutting a
+/// wait short, and false for anything the database answered about the
+/// query itself. Each of these may succeed when tried again later.
 pub(crate) fn is_outage(err: &sqlx::Error) -> bool {
     matches!(
         err,
@@ -16,8 +18,14 @@ pub(crate) fn is_outage(err: &sqlx::Error) -> bool {
     ) || err
         .as_database_error()
         .and_then(|db| db.code())
-        // PostgreSQL: 57P01-03 admin shutdown / crash / cannot connect now; 08xxx connection errors.
-        .is_some_and(|code| code.starts_with("57P0") || code.starts_with("08"))
+        // PostgreSQL: 57P01-03 admin shutdown / crash / cannot connect now;
+        // 08xxx connection errors; 53300 too many connections; 55P03 lock
+        // timeout, 57014 statement timeout, 25P03 idle-in-transaction timeout.
+        .is_some_and(|code| {
+            code.starts_with("57P0")
+                || code.starts_with("08")
+                || matches!(&*code, "53300" | "55P03" | "57014" | "25P03")
+        })
 }
 
 #[cfg(test)]

@@ -75,6 +75,11 @@ pub struct QueueConfig {
     /// tasks (the `staged` table and `mcq_claim`); smaller batches
     /// are written out at once. The embedded store always writes at once.
     pub stage_from: usize,
+    /// PostgreSQL: most connections the store's pool opens (the embedded
+    /// store always has one writer and four readers). A worker uses up to
+    /// four at once, a server one per request in flight plus one for long
+    /// polls (see deploy/README.md).
+    pub pool_size: u32,
 }
 
 impl Default for QueueConfig {
@@ -87,6 +92,7 @@ impl Default for QueueConfig {
             chunks_per_task: 16,
             retention: Duration::from_secs(7 * 24 * 3600),
             stage_from: 1000,
+            pool_size: 16,
         }
     }
 }
@@ -105,6 +111,9 @@ impl QueueConfig {
         }
         if self.stage_from == 0 {
             return Err(StoreError::Config("stage_from must be at least 1".into()));
+        }
+        if self.pool_size == 0 {
+            return Err(StoreError::Config("pool_size must be at least 1".into()));
         }
         if self.chunks_per_task == 0 {
             return Err(StoreError::Config(

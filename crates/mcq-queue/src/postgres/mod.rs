@@ -7,6 +7,7 @@ mod complete;
 mod functions;
 mod listen;
 mod read;
+mod session;
 mod submit;
 mod tasks;
 mod tidy;
@@ -38,6 +39,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub(crate) struct PgQueue {
     pool: PgPool,
+    /// Where the pool connects, for connections outside it (migrations).
+    options: Arc<PgConnectOptions>,
     config: Arc<QueueConfig>,
     wakeup: Arc<listen::Wakeup>,
     announcer: Announcer,
@@ -68,14 +71,17 @@ impl PgQueue {
                 .into());
             }
         }
+        let lease = config.lease;
         let pool = PgPoolOptions::new()
-            .max_connections(16)
+            .max_connections(config.pool_size)
             // A dead server must surface as an error within seconds, so the
             // worker's reconnect loop (not a hung await) handles it.
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_lazy_with(options);
+            .after_connect(move |conn, _meta| Box::pin(session::apply(conn, lease)))
+            .connect_lazy_with(options.clone());
         Ok(PgQueue {
             pool,
+            options: Arc::new(options),
             config,
             wakeup: Arc::new(listen::Wakeup::default()),
             announcer: Announcer::new(true),
@@ -83,9 +89,15 @@ impl PgQueue {
         })
     }
 
-    /// Applies `migrations/postgres`.
+    /// Applies `migrations/postgres`, on a connection of its own: the
+    /// pool's connections carry bounds (`session.rs`) a schema change may
+    /// rightly exceed.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR.run(&self.pool).await?;
+        let mut conn = PgConnection::connect_with(&self.options).await?;
+        let applied = MIGRATOR.run(&mut conn).await;
+        // The outcome of the migrations is the answer; a failed goodbye is not.
+        let _ = conn.close().await;
+        applied?;
         Ok(())
     }
 
