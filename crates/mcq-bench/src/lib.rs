@@ -16,6 +16,7 @@ mod chart;
 mod cost;
 mod environment;
 mod interval;
+mod link;
 mod local;
 mod output;
 mod platform;
@@ -40,6 +41,7 @@ pub use interval::{
     BOOTSTRAP_SEED, Bootstrap, CONFIDENCE, Interval, Method, RESAMPLES, median_interval,
     median_ranks,
 };
+pub use link::{BUILT_IN as LINK_PROFILES, LinkProfile, Relay, parse_link};
 pub use output::{
     JOBS_CSV, Machine, REPORT_MD, SERVICE_DIR, SUMMARY_JSON, Settings, Summary, TRIALS_CSV,
 };
@@ -78,8 +80,8 @@ pub fn compare(
     let mut environment = Environment::current(
         backend_name(plan),
         backend_version(plan),
-        "loopback (no emulation)".to_owned(),
-        "loopback (no emulation)".to_owned(),
+        plan.link_db.to_string(),
+        plan.link_client.to_string(),
     );
     let measured = runner::run(plan, observer)?;
     environment.load_after = environment::load_average();
@@ -206,7 +208,16 @@ fn chart_context(plan: &Plan) -> String {
         Some(Target::Start(Backend::Postgres { .. })) => "service: PostgreSQL".to_owned(),
         None => "service: none".to_owned(),
     };
-    format!("{backend}, link: loopback")
+    let link = |p: &LinkProfile| p.name.clone();
+    if plan.link_db == plan.link_client {
+        format!("{backend}, link {}", link(&plan.link_db))
+    } else {
+        format!(
+            "{backend}, links db {} / client {}",
+            link(&plan.link_db),
+            link(&plan.link_client)
+        )
+    }
 }
 
 fn draw_charts(
@@ -367,6 +378,8 @@ mod tests {
             exe: PathBuf::new(),
             service_dir: PathBuf::new(),
             cost: None,
+            link_db: LinkProfile::loopback(),
+            link_client: LinkProfile::loopback(),
         };
         let measured = synthetic(&plan);
         let analysis = breakeven::analyse(&measured.trials, &measured.jobs);

@@ -47,6 +47,10 @@ pub struct Plan {
     pub service_dir: PathBuf,
     /// Prices per core-hour, for the cost of a batch.
     pub cost: Option<crate::cost::CostModel>,
+    /// The emulated link between the service's workers and its database.
+    pub link_db: crate::link::LinkProfile,
+    /// The emulated link between this client and the service's API.
+    pub link_client: crate::link::LinkProfile,
 }
 
 /// What the runner tells its observer (the command's progress bars).
@@ -120,8 +124,8 @@ pub(crate) fn run(plan: &Plan, observer: &(dyn Fn(Event) + Sync)) -> anyhow::Res
     let all = local::pool(plan.local_all_threads)?;
     let mut service = match (&plan.service, plan.platforms.contains(&Platform::Service)) {
         (Some(target), true) => {
-            let service = Service::connect(target, &plan.exe, &plan.service_dir)
-                .context("starting the service platform")?;
+            let service =
+                Service::connect(target, plan).context("starting the service platform")?;
             observer(Event::ServiceReady {
                 url: service.url().to_owned(),
                 slots: service.slots(),

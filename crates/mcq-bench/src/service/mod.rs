@@ -50,21 +50,36 @@ pub(crate) struct Service {
     runtime: tokio::runtime::Runtime,
     processes: Option<ServiceProcesses>,
     slots: u32,
+    /// The relay of `--link-client`, kept alive as long as the client.
+    _client_relay: Option<crate::link::Relay>,
 }
 
 impl Service {
     /// Connects to (or starts) the service and waits until it is ready and,
-    /// when we started it, until its workers have registered. `exe` is the
-    /// `mcq` executable; `dir` holds a started server's data and logs.
-    pub(crate) fn connect(target: &Target, exe: &Path, dir: &Path) -> anyhow::Result<Self> {
+    /// when we started it, until its workers have registered. The plan's
+    /// `exe` is the `mcq` executable, its `service_dir` holds a started
+    /// server's data and logs, and its links are put in place: the
+    /// client's in front of the API, the database's between the workers
+    /// and PostgreSQL.
+    pub(crate) fn connect(target: &Target, plan: &crate::runner::Plan) -> anyhow::Result<Self> {
+        let (exe, dir): (&Path, &Path) = (&plan.exe, &plan.service_dir);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("building the async runtime for the HTTP client")?;
         let (processes, url, expected_workers) = match target {
-            Target::Server(url) => (None, url.clone(), None),
+            Target::Server(url) => {
+                if !plan.link_db.is_loopback() {
+                    bail!(
+                        "--link-db needs a service this command starts (--database-url); \
+                         the workers of --server {url} are not ours to route"
+                    );
+                }
+                (None, url.clone(), None)
+            }
             Target::Start(backend) => {
-                let processes = ServiceProcesses::start(exe, backend, dir)?;
+                let processes =
+                    ServiceProcesses::start(exe, backend, dir, &plan.link_db, plan.seed)?;
                 let url = processes.url().to_owned();
                 let workers = match backend {
                     Backend::Embedded { workers } | Backend::Postgres { workers, .. } => *workers,
@@ -79,12 +94,21 @@ impl Service {
             .timeout(mcq_client::MAX_WAIT + Duration::from_secs(60))
             .build()
             .context("building the HTTP client")?;
+        let (client_relay, url) = if plan.link_client.is_loopback() {
+            (None, url)
+        } else {
+            let (relay, through) =
+                crate::link::relay_url(&url, &plan.link_client, plan.seed ^ 0x636c_6965_6e74)
+                    .context("starting the client link's relay")?;
+            (Some(relay), through)
+        };
         let api = Client::with_http(&url, http).context("the service URL")?;
         let mut service = Self {
             api,
             runtime,
             processes,
             slots: 0,
+            _client_relay: client_relay,
         };
         service.wait_ready(expected_workers)?;
         Ok(service)

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use crate::link::LinkProfile;
+
 /// The embedded database file, in the service's working directory.
 const SQLITE_FILE: &str = "bench.sqlite";
 
@@ -42,18 +44,41 @@ pub(crate) struct ServiceProcesses {
     url: String,
     /// Directory of an embedded database to delete when done.
     sqlite_dir: Option<PathBuf>,
+    /// The relay of `--link-db`, between the workers and PostgreSQL.
+    _db_relay: Option<crate::link::Relay>,
 }
 
 impl ServiceProcesses {
     /// Starts the service from the executable `exe` with `dir` as working
     /// directory and log directory, and waits until it prints its address.
-    pub(crate) fn start(exe: &Path, backend: &Backend, dir: &Path) -> anyhow::Result<Self> {
+    /// With a `link_db` other than loopback (PostgreSQL only), the workers
+    /// reach the database through a relay applying it.
+    pub(crate) fn start(
+        exe: &Path,
+        backend: &Backend,
+        dir: &Path,
+        link_db: &LinkProfile,
+        seed: u64,
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let sqlite_dir = matches!(backend, Backend::Embedded { .. }).then(|| dir.to_path_buf());
+        let (db_relay, worker_url) = match backend {
+            Backend::Embedded { .. } if !link_db.is_loopback() => bail!(
+                "--link-db needs --database-url: the embedded SQLite database lives inside \
+                 the server process, with no network between its workers and the database"
+            ),
+            Backend::Postgres { url, .. } if !link_db.is_loopback() => {
+                let (relay, through) = crate::link::relay_url(url, link_db, seed)
+                    .context("starting the database link's relay")?;
+                (Some(relay), Some(through))
+            }
+            _ => (None, None),
+        };
         let mut processes = Self {
             children: Vec::new(),
             url: String::new(),
             sqlite_dir,
+            _db_relay: db_relay,
         };
         let mut serve = Command::new(exe);
         serve
@@ -92,6 +117,7 @@ impl ServiceProcesses {
             )
         })?;
         if let Backend::Postgres { url, workers } = backend {
+            let url = worker_url.as_ref().unwrap_or(url);
             for i in 0..*workers {
                 let worker = Command::new(exe)
                     .current_dir(dir)

@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use mcq_bench::{
-    Backend, CostModel, Event, Plan, Platform, PollOptions, Target, parse_cloud_price, parse_price,
+    Backend, CostModel, Event, LinkProfile, Plan, Platform, PollOptions, Target, parse_cloud_price,
+    parse_link, parse_price,
 };
 
 use super::color;
@@ -74,6 +75,22 @@ pub(crate) struct Args {
     /// 0.05,granularity=1min (1s, 1min or 1h; default 1s). Needs --cost-local.
     #[arg(long, value_parser = parse_cloud_price, requires = "cost_local")]
     cost_cloud: Option<(f64, f64)>,
+    /// Emulated link for both the database and the client links: loopback,
+    /// same-az, cross-az, cross-region, wan-2010 or
+    /// rtt=20ms,jitter=2ms,rate=100mbit,loss=0.1% (see docs/bench.md).
+    #[arg(long, value_parser = link_profile, conflicts_with_all = ["link_db", "link_client"])]
+    link: Option<Box<LinkProfile>>,
+    /// Emulated link between the service's workers and PostgreSQL (needs --database-url).
+    #[arg(long, value_parser = link_profile)]
+    link_db: Option<Box<LinkProfile>>,
+    /// Emulated link between this client and the service's API.
+    #[arg(long, value_parser = link_profile)]
+    link_client: Option<Box<LinkProfile>>,
+}
+
+/// A link profile, boxed so the command's flags stay small beside the others.
+fn link_profile(text: &str) -> Result<Box<LinkProfile>, String> {
+    parse_link(text).map(Box::new)
 }
 
 /// Runs `mcq bench compare`.
@@ -114,6 +131,39 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     } else {
         None
     };
+    let link_client = args
+        .link_client
+        .clone()
+        .or_else(|| args.link.clone())
+        .map_or_else(LinkProfile::loopback, |p| *p);
+    let embedded = matches!(service, Some(Target::Start(Backend::Embedded { .. })));
+    let link_db = match (&args.link_db, &args.link) {
+        (Some(p), _) if !p.is_loopback() && embedded => {
+            return Err(bad_input(
+                "--link-db needs --database-url: the embedded SQLite database lives inside the \
+                 server process, with no network between its workers and the database"
+                    .to_owned(),
+            ));
+        }
+        (Some(p), _) if !p.is_loopback() && args.server.is_some() => {
+            return Err(bad_input(
+                "--link-db needs a service this command starts (--database-url); the workers \
+                 of --server are not ours to route"
+                    .to_owned(),
+            ));
+        }
+        // `--link` on the embedded default: the database has no link to emulate.
+        (None, Some(_)) if embedded || args.server.is_some() => LinkProfile {
+            name: if embedded {
+                "in-process".to_owned()
+            } else {
+                "not emulated (remote server)".to_owned()
+            },
+            ..LinkProfile::loopback()
+        },
+        (Some(p), _) | (None, Some(p)) => (**p).clone(),
+        (None, None) => LinkProfile::loopback(),
+    };
     let plan = Plan {
         calls: args.calls,
         levels,
@@ -137,6 +187,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             }),
             _ => None,
         },
+        link_db,
+        link_client,
     };
     let bars = Bars::new(&plan);
     let report = mcq_bench::compare(&plan, args.runs, args.out.clone(), &|event| bars.on(event))?;

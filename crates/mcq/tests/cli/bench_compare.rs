@@ -385,6 +385,16 @@ fn bad_flags_are_rejected_with_a_clear_message() {
         (&["--wait-ms=-5"][..], "wait-ms"),
         (&["--wait-ms", "61000"][..], "wait-ms"),
         (&["--cost-local", "0.03"][..], "--cost-cloud"),
+        (&["--link", "moon"][..], "unknown link profile"),
+        (&["--link-client", "rtt=5"][..], "needs a unit"),
+        (
+            &["--link-db", "cross-az"][..],
+            "--link-db needs --database-url",
+        ),
+        (
+            &["--link", "cross-az", "--link-db", "same-az"][..],
+            "cannot be used with",
+        ),
         (
             &[
                 "--cost-local",
@@ -407,4 +417,53 @@ fn bad_flags_are_rejected_with_a_clear_message() {
             "{args:?}: expected {expected:?} in\n{stderr}"
         );
     }
+}
+
+#[test]
+fn a_client_link_adds_its_round_trips_to_every_service_trial() {
+    let scratch = Scratch::new("bench-link");
+    let out_dir = scratch.0.join("out");
+    let output = mcq()
+        .current_dir(&scratch.0)
+        .args([
+            "bench", "compare", "--calls", "2", "--runs", "1e3", "--trials", "2",
+        ])
+        .args([
+            "--platforms",
+            "service",
+            "--workers",
+            "1",
+            "--wait-ms",
+            "500",
+        ])
+        .args(["--link", "rtt=50ms"])
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("run mcq bench compare");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let (_, trials) = read_csv(&out_dir.join("trials.csv"));
+    assert_eq!(trials.len(), 2);
+    // A trial is at least a submit and one poll, each a round trip of the
+    // link: 100 ms is a floor no loaded machine can undercut.
+    for row in &trials {
+        assert!(num(row, "wall_ms") >= 100.0, "{row:?}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    let env = &summary["environment"];
+    assert!(
+        env["link_client"].as_str().unwrap().contains("rtt 50 ms"),
+        "{env}"
+    );
+    assert!(
+        env["link_db"].as_str().unwrap().starts_with("in-process"),
+        "{env}"
+    );
 }
