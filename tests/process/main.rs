@@ -6,6 +6,7 @@
 
 mod batch;
 mod bench_queue;
+mod connections;
 mod fleet;
 mod freeze;
 mod keda;

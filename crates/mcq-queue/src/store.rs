@@ -80,6 +80,10 @@ pub struct QueueConfig {
     /// four at once, a server one per request in flight plus one for long
     /// polls (see deploy/README.md).
     pub pool_size: u32,
+    /// PostgreSQL: connections opened at start and kept open (at most
+    /// `pool_size`). A server keeps a few, so that it goes on answering
+    /// when workers have taken every connection the database allows.
+    pub pool_min: u32,
 }
 
 impl Default for QueueConfig {
@@ -93,6 +97,7 @@ impl Default for QueueConfig {
             retention: Duration::from_secs(7 * 24 * 3600),
             stage_from: 1000,
             pool_size: 16,
+            pool_min: 0,
         }
     }
 }

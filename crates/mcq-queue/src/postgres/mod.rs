@@ -35,6 +35,22 @@ const FINISHED_CHANNEL: &str = "mcq_finished";
 /// Longest wait for a connection, at start-up and from the pool.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Opens `reserve` connections now (the pool keeps them); failing that,
+/// says so and goes on, since the pool opens connections on demand too.
+async fn open_reserve(pool: &PgPool, reserve: u32) {
+    let mut opened = Vec::new();
+    // Held together, so that each is a connection of its own.
+    while opened.len() < reserve as usize {
+        match pool.acquire().await {
+            Ok(conn) => opened.push(conn),
+            Err(err) => {
+                tracing::warn!(error = %err, opened = opened.len(), reserve, "could not open the reserved connections");
+                return;
+            }
+        }
+    }
+}
+
 /// A PostgreSQL pool and what the queue needs around it.
 #[derive(Debug, Clone)]
 pub(crate) struct PgQueue {
@@ -72,13 +88,22 @@ impl PgQueue {
             }
         }
         let lease = config.lease;
-        let pool = PgPoolOptions::new()
+        let reserve = config.pool_min.min(config.pool_size);
+        let mut pool = PgPoolOptions::new()
             .max_connections(config.pool_size)
+            .min_connections(reserve)
             // A dead server must surface as an error within seconds, so the
             // worker's reconnect loop (not a hung await) handles it.
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(move |conn, _meta| Box::pin(session::apply(conn, lease)))
-            .connect_lazy_with(options.clone());
+            .after_connect(move |conn, _meta| Box::pin(session::apply(conn, lease)));
+        if reserve > 0 {
+            // Reserved connections are never closed for age or idleness:
+            // between closing one and opening its replacement, another
+            // process may take the database's last free slot.
+            pool = pool.idle_timeout(None).max_lifetime(None);
+        }
+        let pool = pool.connect_lazy_with(options.clone());
+        open_reserve(&pool, reserve).await;
         Ok(PgQueue {
             pool,
             options: Arc::new(options),

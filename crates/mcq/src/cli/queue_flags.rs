@@ -1,6 +1,7 @@
 //! The queue settings `mcq serve` and `mcq worker` both take: how often a
-//! task is tried and how long finished jobs are kept. Set them alike on
-//! every process of one deployment: each process applies its own.
+//! task is tried, how long finished jobs are kept, and how many PostgreSQL
+//! connections the process may open. Set the first two alike on every
+//! process of one deployment: each process applies its own.
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ const MAX_RETENTION: Duration = Duration::from_secs(3650 * 86_400);
 /// Shortest retention accepted: results must outlive the poll that reads them.
 const MIN_RETENTION: Duration = Duration::from_secs(60);
 
-/// `--max-attempts` and `--retention`.
+/// `--max-attempts`, `--retention` and `--db-pool-size`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct QueueFlags {
     /// Times a task is claimed before its job fails: a task whose worker
@@ -27,6 +28,12 @@ pub(crate) struct QueueFlags {
     /// from 1m to 3650d.
     #[arg(long, env = "MCQ_RETENTION", default_value = "7d", value_parser = retention)]
     retention: Duration,
+    /// PostgreSQL: most connections this process opens, 2 to 1000 (one of
+    /// them is held by `LISTEN`, so one would leave none for the queue).
+    /// A worker uses up to 6 at once, a server one per request in flight;
+    /// see deploy/README.md to size `max_connections`.
+    #[arg(long, env = "MCQ_DB_POOL_SIZE", default_value = "16", value_parser = count::<u32>(2..=1000))]
+    db_pool_size: u32,
 }
 
 impl QueueFlags {
@@ -35,6 +42,7 @@ impl QueueFlags {
         QueueConfig {
             max_attempts: self.max_attempts,
             retention: self.retention,
+            pool_size: self.db_pool_size,
             ..base
         }
     }

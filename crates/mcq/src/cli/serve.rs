@@ -86,7 +86,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             max_batch_jobs: args.max_batch_jobs,
             request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         },
-        queue: args.queue.apply(QueueConfig::default()),
+        queue: server_pool(args.queue.apply(QueueConfig::default())),
     };
     // With embedded workers the kernels keep every core busy, and each
     // wake-up of another thread preempts one: one async thread serves the
@@ -116,6 +116,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         running.wait().await
     })?;
     Ok(Outcome::Done)
+}
+
+/// Connections the server keeps open from its start, so that workers
+/// taking every connection the database allows cannot starve the API.
+const SERVER_POOL_MIN: u32 = 4;
+
+/// `queue` with the server's reserve of open connections.
+fn server_pool(queue: QueueConfig) -> QueueConfig {
+    QueueConfig {
+        pool_min: SERVER_POOL_MIN.min(queue.pool_size),
+        ..queue
+    }
 }
 
 /// Connects (and migrates), binds, and starts serving and the embedded workers.

@@ -89,6 +89,7 @@ fn serve_and_worker_take_the_queue_settings_with_their_defaults() {
         for (flag, default) in [
             ("--max-attempts", "[default: 3]"),
             ("--retention", "[default: 7d]"),
+            ("--db-pool-size", "[default: 16]"),
         ] {
             let at = help
                 .find(flag)
@@ -100,6 +101,7 @@ fn serve_and_worker_take_the_queue_settings_with_their_defaults() {
             (&["--max-attempts", "1e3"], "not in 1..=100"),
             (&["--retention", "10s"], "not in 1m..=3650d"),
             (&["--retention", "7w"], "s, m, h or d"),
+            (&["--db-pool-size", "1"], "not in 2..=1000"),
         ] {
             let (code, text) = exit_and_stderr(&[&[command][..], args].concat());
             assert_eq!(code, Some(2), "{command} {args:?}: {text}");
