@@ -20,6 +20,7 @@ mod link;
 mod local;
 mod output;
 mod platform;
+pub mod preset;
 mod record;
 mod report;
 mod runner;

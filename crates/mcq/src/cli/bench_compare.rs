@@ -17,7 +17,7 @@ use super::count::count;
 use super::exit::{Outcome, bad_input};
 
 /// Flags of `mcq bench compare`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct Args {
     /// Pricing calls per batch.
     #[arg(long, default_value_t = 100, value_parser = count::<u32>(1..=100_000))]
@@ -86,6 +86,16 @@ pub(crate) struct Args {
     /// Emulated link between this client and the service's API.
     #[arg(long, value_parser = link_profile)]
     link_client: Option<Box<LinkProfile>>,
+    /// Reproduce a published grid in one command. `2010`: 100 calls of 1M
+    /// and 10M paths, all platforms, 10 trials (the first cold), once with
+    /// the service on loopback and once over wan-2010, then a table beside
+    /// the 2010 result (OUT/preset-2010.md).
+    #[arg(
+        long,
+        value_parser = ["2010"],
+        conflicts_with_all = ["calls", "runs", "sweep_runs", "trials", "platforms", "link", "link_db", "link_client"]
+    )]
+    preset: Option<String>,
 }
 
 /// A link profile, boxed so the command's flags stay small beside the others.
@@ -95,6 +105,21 @@ fn link_profile(text: &str) -> Result<Box<LinkProfile>, String> {
 
 /// Runs `mcq bench compare`.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
+    if args.preset.is_some() {
+        return preset_2010(args);
+    }
+    let report = measure(args)?;
+    print!("{}", report.table);
+    println!(
+        "wrote {} files to {}",
+        report.summary.files.len(),
+        report.out_dir.display()
+    );
+    Ok(Outcome::Done)
+}
+
+/// Validates the flags, runs the comparison and writes its files.
+fn measure(args: Args) -> anyhow::Result<mcq_bench::Report> {
     // Repeating a platform must not run it twice.
     let mut platforms: Vec<Platform> = args.platforms.clone();
     platforms.sort();
@@ -193,12 +218,43 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let bars = Bars::new(&plan);
     let report = mcq_bench::compare(&plan, args.runs, args.out.clone(), &|event| bars.on(event))?;
     bars.finish();
-    print!("{}", report.table);
-    println!(
-        "wrote {} files to {}",
-        report.summary.files.len(),
-        report.out_dir.display()
-    );
+    Ok(report)
+}
+
+/// `--preset 2010`: the grid twice, on loopback and over wan-2010, into
+/// OUT/loopback and OUT/wan-2010, and the comparison table beside 2010's
+/// result, printed and written to OUT/preset-2010.md.
+fn preset_2010(mut args: Args) -> anyhow::Result<Outcome> {
+    use mcq_bench::preset;
+    let out = args.out.clone();
+    args.preset = None;
+    args.calls = preset::CALLS;
+    args.runs = preset::LEVELS[0];
+    args.sweep_runs = Some(preset::LEVELS[1..].to_vec());
+    args.trials = preset::TRIALS;
+    args.platforms = Platform::ALL.to_vec();
+    let mut levels = Vec::new();
+    for link in ["loopback", "wan-2010"] {
+        println!("preset 2010: the service over {link}");
+        let mut one = args.clone();
+        one.out = out.join(link);
+        one.link = Some(Box::new(parse_link(link).map_err(bad_input)?));
+        let report = measure(one)?;
+        print!("{}", report.table);
+        levels.push(report.summary.levels);
+    }
+    let table = preset::table(&levels[0], &levels[1]);
+    let path = out.join("preset-2010.md");
+    std::fs::write(
+        &path,
+        format!(
+            "# mcq bench compare --preset 2010\n\nMedian warm wall time per batch of {} calls \
+             [95% interval]; details in loopback/report.md and wan-2010/report.md.\n\n{table}",
+            preset::CALLS
+        ),
+    )
+    .with_context(|| format!("writing {}", path.display()))?;
+    println!("\n{table}\nwrote {}", path.display());
     Ok(Outcome::Done)
 }
 

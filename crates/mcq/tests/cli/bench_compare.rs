@@ -386,6 +386,11 @@ fn bad_flags_are_rejected_with_a_clear_message() {
         (&["--wait-ms", "61000"][..], "wait-ms"),
         (&["--cost-local", "0.03"][..], "--cost-cloud"),
         (&["--link", "moon"][..], "unknown link profile"),
+        (&["--preset", "1999"][..], "2010"),
+        (
+            &["--preset", "2010", "--calls", "3"][..],
+            "cannot be used with",
+        ),
         (&["--link-client", "rtt=5"][..], "needs a unit"),
         (
             &["--link-db", "cross-az"][..],
