@@ -55,6 +55,16 @@ impl StoreError {
             _ => false,
         }
     }
+
+    /// True when the database URL itself is unusable: it does not parse, or
+    /// names no database mcq supports. A mistake of configuration, which no
+    /// retry heals.
+    pub fn is_bad_url(&self) -> bool {
+        matches!(
+            self,
+            StoreError::UnsupportedUrl(_) | StoreError::Database(sqlx::Error::Configuration(_))
+        )
+    }
 }
 
 /// Knobs of the queue (defaults are what users get without flags).

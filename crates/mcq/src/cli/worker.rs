@@ -5,12 +5,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use mcq_queue::{QueueConfig, Store, StoreError};
+use mcq_queue::{QueueConfig, Store};
 use mcq_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
 use super::count::count;
-use super::exit::Outcome;
+use super::exit::{Outcome, bad_input};
 use super::probes::Probes;
 use super::queue_flags::QueueFlags;
 use super::serve::{Signals, init_tracing, redact};
@@ -139,8 +139,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
 }
 
 /// Connects, waiting out a database that is not up yet (a worker started
-/// alongside its database must not need a restart). A URL we cannot use is
-/// an error at once. `None` when shut down before connecting.
+/// alongside its database must not need a restart). Every other error is
+/// returned at once, since waiting does not heal it: a URL that does not
+/// parse or names no supported database (bad input, exit 2), an SQLite
+/// file that cannot be opened, a password or database the server refuses.
+/// `None` when shut down before connecting.
 async fn connect(
     url: &str,
     config: QueueConfig,
@@ -150,8 +153,11 @@ async fn connect(
     loop {
         match Store::connect(url, config.clone()).await {
             Ok(store) => return Ok(Some(store)),
-            Err(err @ StoreError::Database(_)) => {
+            Err(err) if err.is_unavailable() => {
                 tracing::warn!(url = %redact(url), error = %err, retry_in_ms = delay.as_millis() as u64, "database unreachable");
+            }
+            Err(err) if err.is_bad_url() => {
+                return Err(bad_input(format!("--database-url {}: {err}", redact(url))));
             }
             Err(err) => return Err(err).with_context(|| format!("connecting to {}", redact(url))),
         }
