@@ -86,7 +86,47 @@ impl Backoff {
 
 #[cfg(test)]
 mod tests {
+    use tokio::time::Instant;
+
     use super::*;
+
+    fn down() -> StoreError {
+        StoreError::Corrupt("the database is away".into())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn persist_retries_after_doubling_delays_until_the_call_succeeds() {
+        let start = Instant::now();
+        let mut calls = 0;
+        let got = persist("test", &CancellationToken::new(), || {
+            calls += 1;
+            let call = calls;
+            async move { if call < 4 { Err(down()) } else { Ok(call) } }
+        })
+        .await;
+        assert_eq!(got, Some(4));
+        assert_eq!(start.elapsed(), FIRST + FIRST * 2 + FIRST * 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn persist_stops_retrying_when_told_to_give_up() {
+        let start = Instant::now();
+        let give_up = CancellationToken::new();
+        tokio::spawn({
+            let give_up = give_up.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(12)).await;
+                give_up.cancel();
+            }
+        });
+        let got: Option<()> = persist("test", &give_up, || async { Err(down()) }).await;
+        assert_eq!(got, None);
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(12),
+            "not a retry longer"
+        );
+    }
 
     #[test]
     fn doubles_up_to_the_cap_and_resets() {

@@ -15,7 +15,7 @@ pub(crate) struct Counters {
     pub(crate) cancelled: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) handed_off: AtomicU64,
-    pub(crate) claimer_wakeups: AtomicU64,
+    pub(crate) loop_turns: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -35,7 +35,7 @@ impl Counters {
             cancelled: get(&self.cancelled),
             released: get(&self.released),
             handed_off: get(&self.handed_off),
-            claimer_wakeups: get(&self.claimer_wakeups),
+            loop_turns: get(&self.loop_turns),
         }
     }
 }

@@ -12,18 +12,16 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// One lease: a task id and the token of the claim that granted it.
 pub(crate) type LeaseKey = (i64, Uuid);
 
-/// Shared by the claimer, the completer and the heartbeat.
+/// Shared by the worker's loop, which claims and records, and the
+/// heartbeat, which renews and cancels.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
     tasks: Mutex<HashMap<LeaseKey, Arc<AtomicBool>>>,
-    /// Signalled whenever tasks are forgotten, for a claimer waiting for room.
-    pub(crate) progress: Notify,
 }
 
 impl Held {
@@ -36,13 +34,10 @@ impl Held {
 
     /// Forgets leases the store no longer counts as ours.
     pub(crate) fn remove_all(&self, leases: impl IntoIterator<Item = LeaseKey>) {
-        {
-            let mut tasks = self.lock();
-            for lease in leases {
-                tasks.remove(&lease);
-            }
+        let mut tasks = self.lock();
+        for lease in leases {
+            tasks.remove(&lease);
         }
-        self.progress.notify_waiters();
     }
 
     /// Raises the cancel flag of the given leases we still hold; returns how many.

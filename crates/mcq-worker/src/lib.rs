@@ -2,28 +2,33 @@
 //! shut down gracefully.
 //!
 //! A [`Worker`] owns nothing but a [`Store`] handle and its knobs. It
-//! registers, then runs four cooperating loops until its shutdown token is
-//! cancelled:
+//! registers, then runs until its shutdown token is cancelled:
 //!
-//! - the **claimer** (in [`Worker::run`]'s own task) claims tasks in batches
-//!   and hands them to a rayon pool, never more at once than `concurrency`;
-//! - the kernel runs on that **rayon pool**, so the async runtime is never
-//!   blocked; a panic inside the kernel becomes a failed attempt;
-//! - the **completer** gathers finished tasks and records them with one fenced
-//!   [`Store::complete`] call per batch — the throughput lever;
+//! - **one loop** (in [`Worker::run`]'s own task) owns every claim and
+//!   completion: it asks a pure policy (`policy.rs`) what to do next —
+//!   claim n, record the finished results, hand tasks to an idle worker,
+//!   wait until t — and does it. Claims carry the finished results
+//!   ([`Store::complete_and_claim`]); completions are fenced per task;
+//! - the kernel runs in **compute slots** on a rayon pool, never more at
+//!   once than `concurrency`, so the async runtime is never blocked; a
+//!   panic inside the kernel becomes a failed attempt;
 //! - the **heartbeat** renews every lease the worker holds and raises the
-//!   cancel flag of tasks whose job was cancelled; it also prunes old jobs.
+//!   cancel flag of tasks whose job was cancelled; other background loops
+//!   reap expired leases and prune old jobs.
 //!
 //! Database errors never end a worker: every loop logs, backs off and retries.
 
 mod backoff;
-mod claimer;
-mod completer;
 mod compute;
 mod counters;
+mod driver;
 mod heartbeat;
 mod held;
 mod pace;
+mod pending;
+mod policy;
+mod run;
+mod slots;
 
 use std::time::Duration;
 
@@ -47,20 +52,14 @@ pub struct WorkerConfig {
     /// long tasks are never hoarded: with tasks slower than this window only
     /// free slots are claimed.
     pub prefetch_window: Duration,
-    /// Most finished tasks recorded in one completion call.
+    /// Finished tasks recorded at once when this many wait (and the most
+    /// recorded in one call).
     pub complete_batch: usize,
-    /// How long the completer waits at least for more finished tasks
-    /// before a flush, while other tasks of this worker are still computing
-    /// or waiting for a slot (with nothing else in flight it flushes at
-    /// once).
-    pub complete_linger: Duration,
-    /// While tasks take milliseconds the completer waits longer: for the
-    /// next task to finish (1.5 task times per slot), if that is expected
-    /// within this bound and 30 ms, or (PostgreSQL) for the claim that will
-    /// carry the finished tasks, if that is expected within this bound. It
-    /// bounds how much later a result becomes visible; longer tasks are
-    /// recorded after `complete_linger`.
-    pub complete_linger_max: Duration,
+    /// Longest a finished task waits to be recorded while others of this
+    /// worker still compute or wait: it is recorded this long after the
+    /// first waiting one, or earlier with a claim, a full batch, or once
+    /// nothing else is in flight.
+    pub complete_wait: Duration,
     /// Longest idle wait before claiming again even without a wake-up
     /// (the fallback for lost notifications).
     pub poll_interval: Duration,
@@ -81,8 +80,7 @@ impl Default for WorkerConfig {
             claim_batch: 1000,
             prefetch_window: Duration::from_millis(100),
             complete_batch: 2000,
-            complete_linger: Duration::from_millis(1),
-            complete_linger_max: Duration::from_millis(200),
+            complete_wait: Duration::from_millis(200),
             poll_interval: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(20),
             prune_interval: Some(Duration::from_secs(60)),
@@ -111,10 +109,10 @@ pub struct WorkerReport {
     /// Claimed tasks not yet started that were handed back to the queue
     /// for a worker that had run out of work.
     pub handed_off: u64,
-    /// Times the claim loop ran to decide whether to claim: about once per
-    /// claim and per compute slot freed. Far more means it is spinning
-    /// instead of waiting, stealing a core from the kernels.
-    pub claimer_wakeups: u64,
+    /// Turns of the worker's loop: about one per finished task, claim and
+    /// announcement. Far more means it is spinning instead of waiting,
+    /// stealing a core from the kernels.
+    pub loop_turns: u64,
 }
 
 /// One worker: register, claim, compute, complete, until shut down.
@@ -137,6 +135,6 @@ impl Worker {
     /// Database outages are waited out (with backoff); an error is returned
     /// only when the kernel's thread pool cannot be built.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<WorkerReport> {
-        claimer::run(self.store, self.config, shutdown).await
+        run::run(self.store, self.config, shutdown).await
     }
 }

@@ -39,11 +39,14 @@ pub(crate) struct Args {
     /// Most tasks claimed in one round trip.
     #[arg(long, value_parser = count::<u32>(1..=100_000), default_value_t = 1000)]
     claim_batch: u32,
-    /// Longest wait, in milliseconds, before recording finished short
-    /// tasks: for the next one to finish (at most 30 ms), or (PostgreSQL)
-    /// for the claim that will carry them. Results of tasks of a few
-    /// milliseconds become visible up to this much later; with 0 a worker
-    /// waits at most 1 ms, as it does for long tasks [default: 200].
+    /// Finished tasks recorded at once when this many wait.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 2000)]
+    complete_batch: u32,
+    /// Longest wait, in milliseconds, before recording a finished task
+    /// while other tasks of this worker still compute or wait: results are
+    /// recorded this long after the first of them finished, or earlier
+    /// with the next claim, a full `--complete-batch`, or once nothing else
+    /// is in flight [default: 200].
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     complete_wait_ms: Option<u32>,
     /// Apply migrations before starting (normally `mcq serve` or `mcq migrate` does).
@@ -83,14 +86,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         heartbeat_interval: heartbeat,
         shutdown_timeout: args.shutdown_timeout,
         claim_batch: args.claim_batch as usize,
-        complete_linger_max: args
-            .complete_wait_ms
-            .map_or(defaults.complete_linger_max, |ms| {
-                Duration::from_millis(u64::from(ms))
-            }),
+        complete_batch: args.complete_batch as usize,
+        complete_wait: args.complete_wait_ms.map_or(defaults.complete_wait, |ms| {
+            Duration::from_millis(u64::from(ms))
+        }),
         ..defaults
     };
-    // One thread is enough for the claimer, completer and heartbeats, and
+    // One thread is enough for the worker's loop and heartbeats, and
     // waking one thread costs the kernel threads less than waking a pool's.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -131,7 +133,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             failed = report.failed,
             released = report.released,
             handed_off = report.handed_off,
-            claimer_wakeups = report.claimer_wakeups,
+            loop_turns = report.loop_turns,
             "worker exited"
         );
         Ok(Outcome::Done)

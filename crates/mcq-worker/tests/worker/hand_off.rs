@@ -2,14 +2,14 @@
 //! of its single slot; the second, finding the queue empty, announces that
 //! it is idle, and the first hands it half of what it has not started.
 
-mod common;
-
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use mcq_api_types::JobState;
 use mcq_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
+
+use crate::common;
 
 const JOBS: usize = 24;
 /// Paths per job: one task (at most 64 chunks of 2^16 paths, as
@@ -38,13 +38,16 @@ async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
     let hoarder = tokio::spawn(
         Worker::new(store.clone(), config(Duration::from_secs(60))).run(shutdown.clone()),
     );
+    // Re-read whenever a job finishes: the claim of the rest follows the
+    // first task's report.
+    let mut finished = store.finished_events();
     let claimed_all = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let view = store.batch(batch).await.expect("read").expect("batch");
             if view.counts.queued == 0 {
                 return view;
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            finished.wait_for(batch, 1, Duration::from_millis(20)).await;
         }
     })
     .await
@@ -58,13 +61,7 @@ async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
     let late = tokio::spawn(
         Worker::new(store.clone(), config(Duration::from_millis(50))).run(shutdown.clone()),
     );
-    let done = common::wait_done(
-        &store,
-        batch,
-        Duration::from_millis(5),
-        Duration::from_secs(120),
-    )
-    .await;
+    let done = common::wait_done(&store, batch, Duration::from_secs(120)).await;
     assert_eq!(done.counts.succeeded, JOBS as u64, "{:?}", done.counts);
     shutdown.cancel();
     let hoarder = hoarder.await.expect("join").expect("first worker");

@@ -52,21 +52,18 @@ pub(crate) async fn submit_batch(store: &Store, jobs: Vec<Spec>) -> Uuid {
         .expect("a batch")
 }
 
-/// Waits until the batch is done, reading it every `every`; panics after
-/// `limit`.
-pub(crate) async fn wait_done(
-    store: &Store,
-    batch: Uuid,
-    every: Duration,
-    limit: Duration,
-) -> BatchView {
+/// Waits until the batch is done, re-reading it whenever one of its jobs
+/// is announced finished (and at least every second); panics after `limit`.
+pub(crate) async fn wait_done(store: &Store, batch: Uuid, limit: Duration) -> BatchView {
+    // Subscribed before the first read: no announcement falls in between.
+    let mut finished = store.finished_events();
     tokio::time::timeout(limit, async {
         loop {
             let view = store.batch(batch).await.expect("read").expect("batch");
             if view.done {
                 return view;
             }
-            tokio::time::sleep(every).await;
+            finished.wait_for(batch, 1, Duration::from_secs(1)).await;
         }
     })
     .await

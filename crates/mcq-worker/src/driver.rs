@@ -1,0 +1,447 @@
+//! The worker's loop: one task that owns the local queue's filling, the
+//! finished results and every database call for claims and completions.
+//!
+//! Each turn it takes in the slots' reports, starts slots for waiting
+//! tasks, asks [`policy::decide`] what to do, and does it: a claim
+//! (carrying the computed results), a flush, a hand-off, an announcement,
+//! or a wait for the next event. A failed call is not retried in place:
+//! the loop backs off through the policy's `retry_at`, so it keeps taking
+//! reports and sees shutdown while the database is away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError, TaskDone};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::backoff::{Backoff, persist};
+use crate::compute::{Outcome, Specs};
+use crate::counters::{Counters, add};
+use crate::held::{Held, LeaseKey};
+use crate::pace::Pace;
+use crate::pending::Pending;
+use crate::policy::{self, Decision, Rules, State, Stopping};
+use crate::slots::{self, LocalQueue, Report};
+
+/// Weight of the newest claim's round trip in its moving average.
+const CLAIM_WEIGHT: f64 = 0.2;
+
+/// Everything the loop owns or shares.
+#[derive(Debug)]
+pub(crate) struct Driver {
+    pub(crate) store: Store,
+    pub(crate) worker: Uuid,
+    pub(crate) rules: Rules,
+    pub(crate) poll_interval: Duration,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) held: Arc<Held>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) pool: rayon::ThreadPool,
+    pub(crate) specs: Arc<Specs>,
+    pub(crate) local: Arc<LocalQueue>,
+    pub(crate) reports_tx: UnboundedSender<Report>,
+    pub(crate) reports: UnboundedReceiver<Report>,
+    pub(crate) idle_workers: IdleWorkers,
+    /// Cancelled when the worker must stop retrying a database that is
+    /// gone (past the shutdown deadline and its grace).
+    pub(crate) give_up: CancellationToken,
+    pub(crate) pending: Pending,
+    pub(crate) running: usize,
+    pub(crate) pace: Pace,
+    pub(crate) claim_ms: f64,
+    pub(crate) drained_until: Option<Instant>,
+    pub(crate) handed_off: bool,
+    pub(crate) peer_idle: bool,
+    pub(crate) announced_idle: bool,
+    pub(crate) backoff: Backoff,
+    pub(crate) retry_at: Option<Instant>,
+    pub(crate) stop: Option<Stopping>,
+}
+
+impl Driver {
+    /// Runs until shutdown is complete: after `shutdown`, no claims, the
+    /// unstarted tasks handed back, the running ones finished or cancelled,
+    /// their results recorded (or given up on).
+    pub(crate) async fn run(&mut self, shutdown: &CancellationToken) {
+        loop {
+            self.take_reports();
+            if shutdown.is_cancelled() && self.stop.is_none() {
+                self.begin_stop().await;
+            }
+            self.dispatch();
+            add(&self.counters.loop_turns, 1);
+            let decision = policy::decide(&self.state(), &self.rules);
+            // An announcement counts for the decision just made only.
+            self.peer_idle = false;
+            match decision {
+                Decision::Claim(n) => self.claim(n).await,
+                Decision::Flush => self.flush().await,
+                Decision::HandOff(n) => self.hand_off(n).await,
+                Decision::AnnounceIdle => self.announce_idle().await,
+                Decision::CancelRunning => {
+                    tracing::warn!("shutdown timeout reached; cancelling running tasks");
+                    self.held.cancel_everything();
+                    if let Some(stop) = &mut self.stop {
+                        stop.cancelled = true;
+                    }
+                }
+                Decision::Wait { until, work } => self.wait(until, work, shutdown).await,
+                Decision::Stop => {
+                    if self.running > 0 {
+                        tracing::warn!(
+                            running = self.running,
+                            "some tasks did not stop at a chunk boundary; leaving them"
+                        );
+                    }
+                    if self.pending.len() > 0 {
+                        tracing::warn!(
+                            count = self.pending.len(),
+                            "results not recorded before the deadline; abandoning them"
+                        );
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// What the policy needs to know, as of now.
+    fn state(&self) -> State {
+        State {
+            now: Instant::now(),
+            running: self.running,
+            local: self.local.len(),
+            held: self.held.len(),
+            pending: self.pending.len(),
+            first_pending: self.pending.first_at(),
+            task_ms: self.pace.average_ms(),
+            claim_ms: self.claim_ms,
+            drained_until: self.drained_until,
+            handed_off: self.handed_off,
+            peer_idle: self.peer_idle,
+            announced_idle: self.announced_idle,
+            retry_at: self.retry_at,
+            stop: self.stop,
+        }
+    }
+
+    /// Takes in every report waiting, without waiting.
+    fn take_reports(&mut self) {
+        while let Ok(report) = self.reports.try_recv() {
+            self.receive(report);
+        }
+    }
+
+    fn receive(&mut self, report: Report) {
+        if report.slot_free {
+            self.running -= 1;
+        }
+        match &report.finished.outcome {
+            Outcome::Done(_) => self.pace.record(report.finished.compute_ms),
+            Outcome::Failed { .. } => {}
+            Outcome::Cancelled => add(&self.counters.cancelled, 1),
+        }
+        self.pending.push(report.finished, Instant::now());
+    }
+
+    /// Starts a slot for each waiting task while slots are free.
+    fn dispatch(&mut self) {
+        while self.running < self.rules.slots {
+            let Some(first) = self.local.take() else {
+                return;
+            };
+            slots::spawn(
+                &self.pool,
+                first,
+                self.specs.clone(),
+                self.local.clone(),
+                self.reports_tx.clone(),
+            );
+            self.running += 1;
+        }
+    }
+
+    /// Waits for the next event that can change the decision.
+    async fn wait(&mut self, until: Option<Instant>, work: bool, shutdown: &CancellationToken) {
+        let timer = async {
+            match until {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let store = &self.store;
+        let poll = self.poll_interval;
+        let announced = async {
+            if work {
+                store.wait_for_work(poll).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let stopping = self.stop.is_some();
+        tokio::select! {
+            // The loop holds a sender itself, so the channel never closes.
+            Some(report) = self.reports.recv() => self.receive(report),
+            () = timer => {}
+            () = announced => self.drained_until = None,
+            idle = self.idle_workers.next() => self.peer_idle = idle != self.worker,
+            () = shutdown.cancelled(), if !stopping => {}
+        }
+    }
+
+    /// Claims up to `n` tasks, sending the computed results along.
+    async fn claim(&mut self, n: usize) {
+        let done = self.pending.take_done(self.rules.complete_batch);
+        let started = Instant::now();
+        let max = u32::try_from(n).unwrap_or(u32::MAX);
+        let reply = if done.is_empty() {
+            self.store
+                .claim(self.worker, max)
+                .await
+                .map(|c| (Vec::new(), Ok(c)))
+        } else {
+            let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
+            self.store
+                .complete_and_claim(self.worker, sent, max)
+                .await
+                .map(|reply| (reply.refused, reply.claimed))
+        };
+        let claimed = match reply {
+            Ok((refused, claimed)) => {
+                if !done.is_empty() {
+                    let leases = done
+                        .iter()
+                        .map(|(d, _)| (d.task_id, d.lease_token))
+                        .collect();
+                    self.settle(leases, &refused);
+                }
+                claimed
+            }
+            Err(err) => {
+                self.pending.put_back_done(done);
+                Err(err)
+            }
+        };
+        match claimed {
+            Ok(tasks) => {
+                let took_ms = started.elapsed().as_secs_f64() * 1e3;
+                self.claim_ms += CLAIM_WEIGHT * (took_ms - self.claim_ms);
+                self.succeeded();
+                self.take_in(tasks, n);
+            }
+            Err(err) => self.failed("claim", &err),
+        }
+    }
+
+    /// Puts claimed tasks in the local queue and under lease.
+    fn take_in(&mut self, tasks: Vec<ClaimedTask>, asked: usize) {
+        let got = tasks.len();
+        add(&self.counters.claimed, got);
+        self.handed_off = false;
+        if got < asked {
+            self.drained_until = Some(Instant::now() + self.poll_interval);
+        }
+        if got > 0 {
+            self.announced_idle = false;
+            tracing::debug!(
+                tasks = ?tasks.iter().map(|t| (t.task_id, t.attempt)).collect::<Vec<_>>(),
+                "claimed"
+            );
+        }
+        for task in tasks {
+            let cancel = self.held.insert(task.task_id, task.lease_token);
+            self.local.push(task, cancel);
+        }
+    }
+
+    /// Records a batch of waiting results: completions in one call, then
+    /// failures, then cancelled tasks handed back. What a failed call did
+    /// not record waits again.
+    async fn flush(&mut self) {
+        let batch = self.pending.take(self.rules.complete_batch);
+        if !batch.done.is_empty() {
+            let sent: Vec<TaskDone> = batch.done.iter().map(|(d, _)| d.clone()).collect();
+            match self.store.complete(self.worker, sent).await {
+                Ok(refused) => {
+                    let leases = batch.done.iter().map(|(d, _)| (d.task_id, d.lease_token));
+                    self.settle(leases.collect(), &refused);
+                }
+                Err(err) => {
+                    self.pending.put_back_cancelled(batch.cancelled);
+                    self.pending.put_back_failed(batch.failed);
+                    self.pending.put_back_done(batch.done);
+                    return self.failed("complete", &err);
+                }
+            }
+        }
+        let mut failures = batch.failed.into_iter();
+        while let Some((failure, at)) = failures.next() {
+            let (id, token) = (failure.task_id, failure.lease_token);
+            if failure.panicked {
+                add(&self.counters.panicked, 1);
+                tracing::error!(
+                    task_id = id,
+                    error = failure.error,
+                    "task panicked; recording a failed attempt"
+                );
+            } else {
+                tracing::warn!(
+                    task_id = id,
+                    error = failure.error,
+                    "task failed; recording a failed attempt"
+                );
+            }
+            match self
+                .store
+                .fail(self.worker, id, token, &failure.error)
+                .await
+            {
+                Ok(true) => add(&self.counters.failed, 1),
+                Ok(false) => {
+                    add(&self.counters.refused, 1);
+                    tracing::warn!(task_id = id, "failure refused: the lease was lost");
+                }
+                Err(err) => {
+                    let unrecorded = std::iter::once((failure, at)).chain(failures).collect();
+                    self.pending.put_back_cancelled(batch.cancelled);
+                    self.pending.put_back_failed(unrecorded);
+                    return self.failed("fail", &err);
+                }
+            }
+            self.held.remove_all([(id, token)]);
+        }
+        if !batch.cancelled.is_empty() {
+            let leases: Vec<LeaseKey> = batch
+                .cancelled
+                .iter()
+                .map(|(f, _)| (f.task_id, f.lease_token))
+                .collect();
+            tracing::info!(
+                tasks = ?leases.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+                "handing back tasks stopped by their cancel flag"
+            );
+            match self.store.release(self.worker, &leases).await {
+                Ok(()) => {
+                    add(&self.counters.released, leases.len());
+                    self.held.remove_all(leases);
+                }
+                Err(err) => {
+                    self.pending.put_back_cancelled(batch.cancelled);
+                    return self.failed("release", &err);
+                }
+            }
+        }
+        self.succeeded();
+    }
+
+    /// Another worker is idle: hands it the last `n` unstarted tasks
+    /// through the queue. Until the local queue is empty this worker
+    /// claims nothing more, or it would take them back.
+    async fn hand_off(&mut self, n: usize) {
+        let tasks = self.local.take_back(n);
+        let leases: Vec<LeaseKey> = tasks
+            .iter()
+            .map(|(t, _)| (t.task_id, t.lease_token))
+            .collect();
+        match self.store.release(self.worker, &leases).await {
+            Ok(()) => {
+                self.handed_off = true;
+                add(&self.counters.handed_off, leases.len());
+                self.held.remove_all(leases);
+                tracing::debug!(tasks = n, "handed tasks back for an idle worker");
+            }
+            Err(err) => {
+                // Still ours: they wait here as before.
+                for (task, cancel) in tasks {
+                    self.local.push(task, cancel);
+                }
+                tracing::warn!(error = %err, "could not hand tasks back for an idle worker");
+            }
+        }
+    }
+
+    /// Tells the other workers, once per time this worker runs out of
+    /// work, so that one holding unstarted tasks can hand some over; and
+    /// forgets the pace, since the next work may be of another size.
+    async fn announce_idle(&mut self) {
+        self.announced_idle = true;
+        self.pace.reset();
+        if let Err(err) = self.store.announce_idle(self.worker).await {
+            // A hint: without it the work stays where it is.
+            tracing::debug!(error = %err, "could not announce that this worker is idle");
+        }
+    }
+
+    /// Shutdown begins: no more claims; the tasks that never started go
+    /// back to the queue at once.
+    async fn begin_stop(&mut self) {
+        let deadline = Instant::now() + self.shutdown_timeout;
+        self.stop = Some(Stopping {
+            deadline,
+            cancelled: false,
+        });
+        tracing::info!(held = self.held.len(), "shutting down: no more claims");
+        let unstarted: Vec<LeaseKey> = self
+            .local
+            .close()
+            .into_iter()
+            .map(|(t, _)| (t.task_id, t.lease_token))
+            .collect();
+        if unstarted.is_empty() {
+            return;
+        }
+        let (store, worker) = (&self.store, self.worker);
+        if persist("release", &self.give_up, || {
+            store.release(worker, &unstarted)
+        })
+        .await
+        .is_some()
+        {
+            add(&self.counters.released, unstarted.len());
+            tracing::info!(
+                count = unstarted.len(),
+                "handed back tasks that had not started"
+            );
+        }
+        self.held.remove_all(unstarted);
+    }
+
+    /// After the store answered for `leases`: counts, warns of refusals
+    /// (late completions) and forgets the leases, no longer ours to renew.
+    fn settle(&self, leases: Vec<LeaseKey>, refused: &[i64]) {
+        tracing::debug!(tasks = leases.len(), refused = refused.len(), "completed");
+        add(
+            &self.counters.completed,
+            leases.len() - refused.len().min(leases.len()),
+        );
+        if !refused.is_empty() {
+            add(&self.counters.refused, refused.len());
+            tracing::warn!(
+                count = refused.len(),
+                tasks = ?refused,
+                "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
+            );
+        }
+        self.held.remove_all(leases);
+    }
+
+    fn succeeded(&mut self) {
+        if self.backoff.failures() > 0 {
+            tracing::info!(
+                failures = self.backoff.failures(),
+                "database reachable again"
+            );
+        }
+        self.backoff.reset();
+        self.retry_at = None;
+    }
+
+    fn failed(&mut self, what: &str, err: &StoreError) {
+        let delay = self.backoff.next_delay();
+        tracing::warn!(what, error = %err, retry_in_ms = delay.as_millis() as u64, "database call failed");
+        self.retry_at = Some(Instant::now() + delay);
+    }
+}

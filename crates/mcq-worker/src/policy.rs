@@ -1,0 +1,238 @@
+//! What the worker does next, as a pure function of what it knows.
+//!
+//! [`decide`] looks at a [`State`] (slots, local queue, finished results
+//! waiting to be recorded, recent task and claim times, the clock) and
+//! returns one [`Decision`]. The loop in `driver.rs` carries it out and
+//! asks again after every event: a finished task, a freed slot, a work or
+//! idle announcement, a timer. Nothing here waits, reads the clock or
+//! calls the database, so every rule is tested by a table of cases.
+//!
+//! The rules (docs/worker.md, "Design decisions", says why each is kept):
+//!
+//! - **Claim** the free slots plus a prefetch window of work judged by the
+//!   recent task time, once the local queue is down to half of that
+//!   window; never while the queue was just seen empty (until work is
+//!   announced or the poll interval passes), while tasks handed to an
+//!   idle worker still wait here, or while the held leases fill the room.
+//! - **Hand off** the later half of the local queue when another worker
+//!   announces it is idle and that half holds more work than two claim
+//!   round trips.
+//! - **Flush** finished results when `complete_batch` of them wait,
+//!   `complete_wait` after the first one, or when nothing else is running
+//!   or waiting here; a claim made first carries them.
+//! - **Announce** once that this worker is idle when the queue is empty
+//!   and nothing is left here.
+//! - At **shutdown**: no claims or hand-offs; running tasks finish until the
+//!   deadline, then are cancelled and get [`CANCEL_GRACE`]; results are
+//!   recorded; the loop gives up [`CLEANUP_GRACE`] after the deadline.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How long cancelled tasks get to reach a chunk boundary at shutdown.
+pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// Time after the shutdown deadline for recording and handing back before
+/// the worker stops retrying a database that is gone.
+pub(crate) const CLEANUP_GRACE: Duration = Duration::from_secs(5);
+
+/// The worker's fixed knobs, from [`crate::WorkerConfig`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Rules {
+    /// Compute slots.
+    pub(crate) slots: usize,
+    /// Most tasks claimed in one call.
+    pub(crate) claim_batch: usize,
+    /// Work claimed ahead of the free slots, judged by recent task times.
+    pub(crate) prefetch_window: Duration,
+    /// Results recorded at once when this many wait (N).
+    pub(crate) complete_batch: usize,
+    /// Results recorded at the latest this long after the first one
+    /// began to wait (T).
+    pub(crate) complete_wait: Duration,
+}
+
+impl Rules {
+    /// Most leases held at once: a claim batch in hand and a completion
+    /// batch waiting, and at least one more than the slots. When the
+    /// database records slower than the slots compute, the worker stops
+    /// claiming rather than pile up leases that could expire in the backlog.
+    pub(crate) fn max_held(&self) -> usize {
+        (self.claim_batch + self.complete_batch).max(self.slots + 1)
+    }
+
+    /// Tasks worth holding beyond the free slots: enough to keep every slot
+    /// busy for the prefetch window at `task_ms` per task, at most a claim
+    /// batch; none while task times are unknown, so long tasks are never
+    /// hoarded.
+    pub(crate) fn prefetch(&self, task_ms: Option<f64>) -> usize {
+        let Some(task_ms) = task_ms else {
+            return 0;
+        };
+        let window_ms = self.prefetch_window.as_secs_f64() * 1e3;
+        // A floor keeps the count finite for tasks that take no time.
+        let tasks = window_ms / task_ms.max(0.001) * self.slots as f64;
+        if tasks >= self.claim_batch as f64 {
+            self.claim_batch
+        } else {
+            tasks as usize
+        }
+    }
+}
+
+/// What the loop knows when it decides.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct State {
+    /// The loop's clock.
+    pub(crate) now: Instant,
+    /// Slots computing a task.
+    pub(crate) running: usize,
+    /// Claimed tasks waiting for a slot.
+    pub(crate) local: usize,
+    /// Leases held: local, running and finished but not yet recorded.
+    pub(crate) held: usize,
+    /// Finished tasks (computed, failed or cancelled) not yet recorded.
+    pub(crate) pending: usize,
+    /// When the oldest of those finished.
+    pub(crate) first_pending: Option<Instant>,
+    /// Recent compute time per task; `None` until one finished since the
+    /// worker last ran out of work.
+    pub(crate) task_ms: Option<f64>,
+    /// Recent round trip of a claim.
+    pub(crate) claim_ms: f64,
+    /// Set when a claim found fewer tasks than it asked for: until then no
+    /// claim can help, unless work is announced first.
+    pub(crate) drained_until: Option<Instant>,
+    /// Tasks were handed to an idle worker since the last claim: claiming
+    /// before the local queue is empty would take them back.
+    pub(crate) handed_off: bool,
+    /// Another worker announced that it is idle (since the last decision).
+    pub(crate) peer_idle: bool,
+    /// This worker announced itself idle since it last claimed a task.
+    pub(crate) announced_idle: bool,
+    /// A database call failed: no call before this.
+    pub(crate) retry_at: Option<Instant>,
+    /// Set once shutdown began.
+    pub(crate) stop: Option<Stopping>,
+}
+
+/// Where a shutdown stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stopping {
+    /// When running tasks are cancelled.
+    pub(crate) deadline: Instant,
+    /// Whether they were.
+    pub(crate) cancelled: bool,
+}
+
+/// The next step of the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Claim up to this many tasks, recording the computed results
+    /// waiting here in the same call.
+    Claim(usize),
+    /// Record the results waiting here.
+    Flush,
+    /// Hand this many unstarted tasks (the last claimed) back to the queue
+    /// for an idle worker.
+    HandOff(usize),
+    /// Tell other workers this one is idle.
+    AnnounceIdle,
+    /// Raise the cancel flag of every running task (shutdown deadline).
+    CancelRunning,
+    /// Wait for an event: a finished task, an announcement, shutdown; or
+    /// until `until`; with `work`, also for work to be announced.
+    Wait {
+        /// Latest moment to decide again.
+        until: Option<Instant>,
+        /// Whether an announcement of new work can change the decision.
+        work: bool,
+    },
+    /// Shutdown is complete (or given up): leave the loop.
+    Stop,
+}
+
+/// The decision for `state` under `rules` (module docs).
+pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
+    let now = state.now;
+    let can_call = state.retry_at.is_none_or(|at| at <= now);
+    let flush_at = state.first_pending.map(|at| at + rules.complete_wait);
+    let flush_due = state.pending > 0
+        && (state.pending >= rules.complete_batch || flush_at.is_some_and(|at| at <= now));
+    // While calls wait for a retry, a due flush cannot wake the loop.
+    let (flush_at, retry_at) = if can_call {
+        (flush_at, None)
+    } else {
+        (None, state.retry_at)
+    };
+
+    if let Some(stop) = state.stop {
+        let give_up = stop.deadline + CLEANUP_GRACE;
+        if now >= give_up {
+            return Decision::Stop;
+        }
+        let grace_over = stop.cancelled && now >= stop.deadline + CANCEL_GRACE;
+        let tasks_over = state.running == 0 || grace_over;
+        if state.pending > 0 && can_call && (tasks_over || flush_due) {
+            return Decision::Flush;
+        }
+        if tasks_over && state.pending == 0 {
+            return Decision::Stop;
+        }
+        if state.running > 0 && !stop.cancelled && now >= stop.deadline {
+            return Decision::CancelRunning;
+        }
+        let phase_end = if stop.cancelled {
+            stop.deadline + CANCEL_GRACE
+        } else {
+            stop.deadline
+        };
+        let until = [flush_at, retry_at, Some(phase_end), Some(give_up)];
+        return Decision::Wait {
+            until: earliest(until),
+            work: false,
+        };
+    }
+
+    if state.peer_idle && can_call {
+        let half = state.local / 2;
+        let moved_ms = state.task_ms.map_or(0.0, |ms| half as f64 * ms);
+        if half > 0 && moved_ms > 2.0 * state.claim_ms {
+            return Decision::HandOff(half);
+        }
+    }
+
+    let drained = state.drained_until.is_some_and(|until| now < until);
+    let prefetch = rules.prefetch(state.task_ms);
+    let free = rules.slots.saturating_sub(state.running);
+    let room = rules.max_held().saturating_sub(state.held);
+    let want = (free + prefetch)
+        .saturating_sub(state.local)
+        .min(rules.claim_batch)
+        .min(room);
+    let low = state.local <= prefetch / 2;
+    let keeping_hand_off = state.handed_off && state.local > 0;
+    if can_call && want > 0 && low && !drained && !keeping_hand_off {
+        return Decision::Claim(want);
+    }
+
+    let idle = state.running == 0 && state.local == 0;
+    if can_call && state.pending > 0 && (flush_due || idle) {
+        return Decision::Flush;
+    }
+    if can_call && drained && idle && state.pending == 0 && !state.announced_idle {
+        return Decision::AnnounceIdle;
+    }
+    let drained_until = state.drained_until.filter(|_| drained);
+    Decision::Wait {
+        until: earliest([flush_at, drained_until, retry_at]),
+        work: drained,
+    }
+}
+
+fn earliest<const N: usize>(times: [Option<Instant>; N]) -> Option<Instant> {
+    times.into_iter().flatten().min()
+}
+
+#[cfg(test)]
+mod tests;

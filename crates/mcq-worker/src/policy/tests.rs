@@ -1,0 +1,606 @@
+//! Tables of cases for [`decide`]: each row is a state, told from a busy
+//! default, and the decision it must lead to.
+
+use super::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn rules() -> Rules {
+    Rules {
+        slots: 2,
+        claim_batch: 1000,
+        prefetch_window: 100 * MS,
+        complete_batch: 100,
+        complete_wait: 200 * MS,
+    }
+}
+
+/// Both slots busy with 10 ms tasks, nothing waiting, nothing to record.
+fn busy(now: Instant) -> State {
+    State {
+        now,
+        running: 2,
+        local: 0,
+        held: 2,
+        pending: 0,
+        first_pending: None,
+        task_ms: Some(10.0),
+        claim_ms: 1.0,
+        drained_until: None,
+        handed_off: false,
+        peer_idle: false,
+        announced_idle: false,
+        retry_at: None,
+        stop: None,
+    }
+}
+
+fn wait(until: Option<Instant>) -> Decision {
+    Decision::Wait { until, work: false }
+}
+
+fn check(cases: Vec<(&str, State, Decision)>) {
+    let rules = rules();
+    for (name, state, expected) in cases {
+        assert_eq!(decide(&state, &rules), expected, "{name}: {state:?}");
+    }
+}
+
+#[test]
+fn claims_free_slots_and_a_prefetch_window_once_the_local_queue_is_low() {
+    let now = Instant::now();
+    let b = busy(now);
+    check(vec![
+        (
+            "a fresh worker claims its free slots only",
+            State {
+                running: 0,
+                held: 0,
+                task_ms: None,
+                ..b.clone()
+            },
+            Decision::Claim(2),
+        ),
+        (
+            "task time unknown, one slot free",
+            State {
+                running: 1,
+                held: 1,
+                task_ms: None,
+                ..b.clone()
+            },
+            Decision::Claim(1),
+        ),
+        (
+            "task time unknown, slots busy: no claim can help",
+            State {
+                task_ms: None,
+                ..b.clone()
+            },
+            wait(None),
+        ),
+        (
+            "10 ms tasks on two slots: 100 ms of work ahead",
+            b.clone(),
+            Decision::Claim(20),
+        ),
+        (
+            "one slot free as well",
+            State {
+                running: 1,
+                held: 1,
+                ..b.clone()
+            },
+            Decision::Claim(21),
+        ),
+        (
+            "local queue at half the window: top it up",
+            State {
+                local: 10,
+                held: 12,
+                ..b.clone()
+            },
+            Decision::Claim(10),
+        ),
+        (
+            "local queue above half the window: wait",
+            State {
+                local: 11,
+                held: 13,
+                ..b.clone()
+            },
+            wait(None),
+        ),
+        (
+            "tasks longer than the window: free slots only",
+            State {
+                task_ms: Some(500.0),
+                ..b.clone()
+            },
+            wait(None),
+        ),
+        (
+            "tasks longer than the window, a slot free",
+            State {
+                running: 1,
+                held: 1,
+                task_ms: Some(500.0),
+                ..b.clone()
+            },
+            Decision::Claim(1),
+        ),
+        (
+            "tiny tasks: a whole claim batch",
+            State {
+                task_ms: Some(0.001),
+                ..b.clone()
+            },
+            Decision::Claim(1000),
+        ),
+        (
+            "tasks of no time at all stay finite",
+            State {
+                task_ms: Some(0.0),
+                ..b.clone()
+            },
+            Decision::Claim(1000),
+        ),
+        (
+            "held leases fill the room: no claim",
+            State {
+                task_ms: Some(0.001),
+                held: 1100,
+                ..b.clone()
+            },
+            wait(None),
+        ),
+        (
+            "held leases leave room for ten",
+            State {
+                task_ms: Some(0.001),
+                held: 1090,
+                ..b.clone()
+            },
+            Decision::Claim(10),
+        ),
+    ]);
+}
+
+#[test]
+fn an_empty_queue_is_not_claimed_from_again_until_work_is_announced() {
+    let now = Instant::now();
+    let b = busy(now);
+    let later = now + 1000 * MS;
+    check(vec![
+        (
+            "drained: wait for work or the poll interval",
+            State {
+                drained_until: Some(later),
+                ..b.clone()
+            },
+            Decision::Wait {
+                until: Some(later),
+                work: true,
+            },
+        ),
+        (
+            "drained with free slots: still no claim",
+            State {
+                running: 0,
+                held: 0,
+                drained_until: Some(later),
+                announced_idle: true,
+                ..b.clone()
+            },
+            Decision::Wait {
+                until: Some(later),
+                work: true,
+            },
+        ),
+        (
+            "the poll interval passed: claim again",
+            State {
+                drained_until: Some(now - MS),
+                ..b.clone()
+            },
+            Decision::Claim(20),
+        ),
+        (
+            "drained and nothing left here: announce it once",
+            State {
+                running: 0,
+                held: 0,
+                drained_until: Some(later),
+                ..b.clone()
+            },
+            Decision::AnnounceIdle,
+        ),
+        (
+            "drained, idle, but a database call must wait: no announcement",
+            State {
+                running: 0,
+                held: 0,
+                drained_until: Some(later),
+                retry_at: Some(now + 50 * MS),
+                ..b.clone()
+            },
+            Decision::Wait {
+                until: Some(now + 50 * MS),
+                work: true,
+            },
+        ),
+    ]);
+}
+
+#[test]
+fn results_are_recorded_at_n_after_t_or_when_nothing_else_is_in_flight() {
+    let now = Instant::now();
+    let b = busy(now);
+    let first = now - 50 * MS;
+    let long = State {
+        task_ms: Some(1000.0),
+        pending: 1,
+        held: 3,
+        first_pending: Some(first),
+        ..b.clone()
+    };
+    check(vec![
+        (
+            "one result while both slots compute: wait T after it",
+            long.clone(),
+            wait(Some(first + 200 * MS)),
+        ),
+        (
+            "T passed",
+            State {
+                now: first + 200 * MS,
+                ..long.clone()
+            },
+            Decision::Flush,
+        ),
+        (
+            "N results wait",
+            State {
+                pending: 100,
+                held: 102,
+                ..long.clone()
+            },
+            Decision::Flush,
+        ),
+        (
+            "nothing else running or waiting here",
+            State {
+                running: 0,
+                held: 1,
+                drained_until: Some(now + 1000 * MS),
+                ..long.clone()
+            },
+            Decision::Flush,
+        ),
+        (
+            "a claim comes first and carries them",
+            State {
+                running: 1,
+                held: 2,
+                ..long.clone()
+            },
+            Decision::Claim(1),
+        ),
+        (
+            "a claim is due anyway with short tasks",
+            State {
+                pending: 3,
+                held: 5,
+                task_ms: Some(10.0),
+                ..long.clone()
+            },
+            Decision::Claim(20),
+        ),
+        (
+            "T passed while calls back off: wait for the retry",
+            State {
+                now: first + 300 * MS,
+                retry_at: Some(first + 400 * MS),
+                ..long.clone()
+            },
+            wait(Some(first + 400 * MS)),
+        ),
+        (
+            "the retry is due",
+            State {
+                now: first + 400 * MS,
+                retry_at: Some(first + 400 * MS),
+                ..long.clone()
+            },
+            Decision::Flush,
+        ),
+    ]);
+}
+
+#[test]
+fn half_the_unstarted_tasks_go_to_an_idle_worker_when_worth_two_round_trips() {
+    let now = Instant::now();
+    let b = State {
+        local: 10,
+        held: 12,
+        peer_idle: true,
+        ..busy(now)
+    };
+    check(vec![
+        (
+            "five tasks of 10 ms against claims of 1 ms",
+            b.clone(),
+            Decision::HandOff(5),
+        ),
+        (
+            "too little work to be worth a release and a claim",
+            State {
+                task_ms: Some(0.3),
+                local: 10,
+                ..b.clone()
+            },
+            Decision::Claim(656),
+        ),
+        (
+            "slow claims raise the bar",
+            State {
+                claim_ms: 30.0,
+                ..b.clone()
+            },
+            Decision::Claim(10),
+        ),
+        (
+            "one task: nothing to halve",
+            State {
+                local: 1,
+                held: 3,
+                ..b.clone()
+            },
+            Decision::Claim(19),
+        ),
+        (
+            "task time unknown: nothing is worth moving",
+            State {
+                task_ms: None,
+                ..b.clone()
+            },
+            wait(None),
+        ),
+        (
+            "no idle worker",
+            State {
+                peer_idle: false,
+                local: 11,
+                ..b.clone()
+            },
+            wait(None),
+        ),
+        (
+            "after a hand-off, no claim while tasks still wait here",
+            State {
+                peer_idle: false,
+                handed_off: true,
+                ..b.clone()
+            },
+            wait(None),
+        ),
+        (
+            "after a hand-off, the local queue emptied: claim",
+            State {
+                peer_idle: false,
+                handed_off: true,
+                local: 0,
+                held: 2,
+                ..b.clone()
+            },
+            Decision::Claim(20),
+        ),
+    ]);
+}
+
+#[test]
+fn shutdown_finishes_cancels_records_and_stops() {
+    let now = Instant::now();
+    let deadline = now + 20_000 * MS;
+    let stopping = |cancelled| {
+        Some(Stopping {
+            deadline,
+            cancelled,
+        })
+    };
+    let b = State {
+        stop: stopping(false),
+        running: 1,
+        held: 1,
+        task_ms: None,
+        ..busy(now)
+    };
+    let cancelled = State {
+        now: deadline + MS,
+        stop: stopping(true),
+        ..b.clone()
+    };
+    check(vec![
+        (
+            "a task runs: wait for it until the deadline",
+            b.clone(),
+            wait(Some(deadline)),
+        ),
+        (
+            "never a claim, even with free slots and short tasks",
+            State {
+                running: 0,
+                held: 0,
+                task_ms: Some(0.01),
+                ..b.clone()
+            },
+            Decision::Stop,
+        ),
+        (
+            "everything finished: record it, then stop",
+            State {
+                running: 0,
+                pending: 3,
+                held: 3,
+                first_pending: Some(now),
+                ..b.clone()
+            },
+            Decision::Flush,
+        ),
+        (
+            "results wait while a task runs: T still applies",
+            State {
+                pending: 1,
+                held: 2,
+                first_pending: Some(now),
+                ..b.clone()
+            },
+            wait(Some(now + 200 * MS)),
+        ),
+        (
+            "the deadline passed: cancel the running tasks",
+            State {
+                now: deadline,
+                ..b.clone()
+            },
+            Decision::CancelRunning,
+        ),
+        (
+            "cancelled: they get the grace to stop",
+            cancelled.clone(),
+            wait(Some(deadline + CANCEL_GRACE)),
+        ),
+        (
+            "the grace passed: record what finished",
+            State {
+                now: deadline + CANCEL_GRACE,
+                pending: 1,
+                first_pending: Some(deadline),
+                ..cancelled.clone()
+            },
+            Decision::Flush,
+        ),
+        (
+            "the grace passed, nothing to record: leave the rest",
+            State {
+                now: deadline + CANCEL_GRACE,
+                ..cancelled.clone()
+            },
+            Decision::Stop,
+        ),
+        (
+            "the database is away: retry until the cleanup grace ends",
+            State {
+                running: 0,
+                pending: 1,
+                first_pending: Some(now),
+                retry_at: Some(now + 5000 * MS),
+                ..b.clone()
+            },
+            wait(Some(now + 5000 * MS)),
+        ),
+        (
+            "and then give up",
+            State {
+                now: deadline + CLEANUP_GRACE,
+                running: 0,
+                pending: 1,
+                first_pending: Some(now),
+                retry_at: Some(deadline + CLEANUP_GRACE + MS),
+                ..b.clone()
+            },
+            Decision::Stop,
+        ),
+        (
+            "an idle worker ignores idle peers while stopping",
+            State {
+                peer_idle: true,
+                running: 0,
+                held: 0,
+                task_ms: Some(10.0),
+                ..b.clone()
+            },
+            Decision::Stop,
+        ),
+    ]);
+}
+
+/// The loop turns once per event: a decision to wait must name a moment
+/// still to come, or the loop would turn again at once.
+#[test]
+fn no_state_makes_the_loop_spin() {
+    let now = Instant::now();
+    let rules = rules();
+    let at = |offset: i64| {
+        if offset >= 0 {
+            now + MS * offset.unsigned_abs() as u32
+        } else {
+            now - MS * offset.unsigned_abs() as u32
+        }
+    };
+    let times = [None, Some(at(-300)), Some(at(0)), Some(at(300))];
+    let mut states = 0;
+    for running in 0..=2 {
+        for local in [0, 1, 5, 11, 600] {
+            for pending in [0, 1, 100] {
+                for task_ms in [None, Some(0.001), Some(10.0), Some(1000.0)] {
+                    for first in times {
+                        for drained in times {
+                            for retry in times {
+                                for stop in [
+                                    None,
+                                    Some(Stopping {
+                                        deadline: now,
+                                        cancelled: true,
+                                    }),
+                                ] {
+                                    let state = State {
+                                        now,
+                                        running,
+                                        local,
+                                        held: running + local + pending,
+                                        pending,
+                                        first_pending: first.filter(|_| pending > 0),
+                                        task_ms,
+                                        claim_ms: 1.0,
+                                        drained_until: drained,
+                                        handed_off: false,
+                                        peer_idle: false,
+                                        announced_idle: true,
+                                        retry_at: retry,
+                                        stop,
+                                    };
+                                    states += 1;
+                                    if let Decision::Wait {
+                                        until: Some(until), ..
+                                    } = decide(&state, &rules)
+                                    {
+                                        assert!(until > now, "waits until the past: {state:?}");
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(states > 10_000);
+}
+
+#[test]
+fn the_prefetch_follows_the_task_time_and_the_room_covers_the_slots() {
+    let rules = rules();
+    assert_eq!(rules.prefetch(None), 0);
+    assert_eq!(rules.prefetch(Some(10.0)), 20);
+    assert_eq!(rules.prefetch(Some(500.0)), 0);
+    assert_eq!(rules.prefetch(Some(0.0)), 1000);
+    assert_eq!(rules.max_held(), 1100);
+    let tiny = Rules {
+        slots: 8,
+        claim_batch: 1,
+        complete_batch: 1,
+        ..rules
+    };
+    assert_eq!(tiny.max_held(), 9, "at least one more than the slots");
+}
