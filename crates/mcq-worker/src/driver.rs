@@ -2,12 +2,16 @@
 //! finished results and every database call for claims and completions.
 //!
 //! Each turn it takes in the slots' reports, starts slots for waiting
-//! tasks, asks [`policy::decide`] what to do, and does it: a claim
-//! (carrying the computed results), a flush, a hand-off, an announcement,
-//! or a wait for the next event. A failed call is not retried in place:
-//! the loop backs off through the policy's `retry_at`, so it keeps taking
-//! reports and sees shutdown while the database is away.
+//! tasks, asks [`policy::decide`] what to do, and does it: start a claim
+//! (carrying the computed results) or a flush, hand off, announce, or
+//! wait for the next event. A claim and a flush may be in flight at once,
+//! as futures this loop polls while it waits; their answers come back to
+//! it as events. A failed call is not retried in place: the loop backs off
+//! through the policy's `retry_at`, so it keeps taking reports and sees
+//! shutdown while the database is away.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,15 +26,31 @@ use crate::compute::{Outcome, Specs};
 use crate::counters::{Counters, add};
 use crate::held::{Held, LeaseKey};
 use crate::pace::Pace;
-use crate::pending::Pending;
+use crate::pending::{Batch, Pending};
 use crate::policy::{self, Decision, Rules, State, Stopping};
 use crate::slots::{self, LocalQueue, Report};
 
 /// Weight of the newest claim's round trip in its moving average.
 const CLAIM_WEIGHT: f64 = 0.2;
 
+/// A database call in flight, polled by the loop while it waits.
+pub(crate) type Call<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What a claim brings back: the completions it carried, and its answer.
+pub(crate) struct Claimed {
+    asked: usize,
+    done: Vec<(TaskDone, Instant)>,
+    took: Duration,
+    reply: Result<(Vec<i64>, Result<Vec<ClaimedTask>, StoreError>), StoreError>,
+}
+
+/// What a flush brings back: what it could not record, and why.
+pub(crate) struct Flushed {
+    unrecorded: Batch,
+    error: Option<(&'static str, StoreError)>,
+}
+
 /// Everything the loop owns or shares.
-#[derive(Debug)]
 pub(crate) struct Driver {
     pub(crate) store: Store,
     pub(crate) worker: Uuid,
@@ -53,12 +73,31 @@ pub(crate) struct Driver {
     pub(crate) pace: Pace,
     pub(crate) claim_ms: f64,
     pub(crate) drained_until: Option<Instant>,
+    pub(crate) claimed_none: bool,
     pub(crate) handed_off: bool,
     pub(crate) peer_idle: bool,
     pub(crate) announced_idle: bool,
     pub(crate) backoff: Backoff,
     pub(crate) retry_at: Option<Instant>,
     pub(crate) stop: Option<Stopping>,
+    pub(crate) claim: Option<Call<Claimed>>,
+    pub(crate) flush: Option<Call<Flushed>>,
+}
+
+impl std::fmt::Debug for Claimed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claimed")
+            .field("asked", &self.asked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Flushed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flushed")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Driver {
@@ -77,8 +116,8 @@ impl Driver {
             // An announcement counts for the decision just made only.
             self.peer_idle = false;
             match decision {
-                Decision::Claim(n) => self.claim(n).await,
-                Decision::Flush => self.flush().await,
+                Decision::Claim(n) => self.start_claim(n),
+                Decision::Flush => self.start_flush(),
                 Decision::HandOff(n) => self.hand_off(n).await,
                 Decision::AnnounceIdle => self.announce_idle().await,
                 Decision::CancelRunning => {
@@ -120,10 +159,13 @@ impl Driver {
             task_ms: self.pace.average_ms(),
             claim_ms: self.claim_ms,
             drained_until: self.drained_until,
+            claimed_none: self.claimed_none,
             handed_off: self.handed_off,
             peer_idle: self.peer_idle,
             announced_idle: self.announced_idle,
             retry_at: self.retry_at,
+            claiming: self.claim.is_some(),
+            flushing: self.flush.is_some(),
             stop: self.stop,
         }
     }
@@ -183,6 +225,8 @@ impl Driver {
         };
         let stopping = self.stop.is_some();
         tokio::select! {
+            claimed = finish(&mut self.claim) => self.claimed(claimed),
+            flushed = finish(&mut self.flush) => self.flushed(flushed),
             // The loop holds a sender itself, so the channel never closes.
             Some(report) = self.reports.recv() => self.receive(report),
             () = timer => {}
@@ -192,45 +236,58 @@ impl Driver {
         }
     }
 
-    /// Claims up to `n` tasks, sending the computed results along.
-    async fn claim(&mut self, n: usize) {
+    /// Starts a claim of up to `n` tasks, sending the computed results along.
+    fn start_claim(&mut self, n: usize) {
         let done = self.pending.take_done(self.rules.complete_batch);
-        let started = Instant::now();
+        let (store, worker) = (self.store.clone(), self.worker);
         let max = u32::try_from(n).unwrap_or(u32::MAX);
-        let reply = if done.is_empty() {
-            self.store
-                .claim(self.worker, max)
-                .await
-                .map(|c| (Vec::new(), Ok(c)))
-        } else {
-            let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
-            self.store
-                .complete_and_claim(self.worker, sent, max)
-                .await
-                .map(|reply| (reply.refused, reply.claimed))
-        };
-        let claimed = match reply {
-            Ok((refused, claimed)) => {
+        self.claim = Some(Box::pin(async move {
+            let started = Instant::now();
+            let reply = if done.is_empty() {
+                store.claim(worker, max).await.map(|c| (Vec::new(), Ok(c)))
+            } else {
+                let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
+                store
+                    .complete_and_claim(worker, sent, max)
+                    .await
+                    .map(|reply| (reply.refused, reply.claimed))
+            };
+            Claimed {
+                asked: n,
+                done,
+                took: started.elapsed(),
+                reply,
+            }
+        }));
+    }
+
+    /// A claim answered.
+    fn claimed(&mut self, claimed: Claimed) {
+        let Claimed {
+            asked,
+            done,
+            took,
+            reply,
+        } = claimed;
+        let tasks = match reply {
+            Ok((refused, tasks)) => {
                 if !done.is_empty() {
-                    let leases = done
-                        .iter()
-                        .map(|(d, _)| (d.task_id, d.lease_token))
-                        .collect();
-                    self.settle(leases, &refused);
+                    let leases = done.iter().map(|(d, _)| (d.task_id, d.lease_token));
+                    settle(&self.counters, &self.held, leases.collect(), &refused);
                 }
-                claimed
+                tasks
             }
             Err(err) => {
                 self.pending.put_back_done(done);
                 Err(err)
             }
         };
-        match claimed {
+        match tasks {
             Ok(tasks) => {
-                let took_ms = started.elapsed().as_secs_f64() * 1e3;
+                let took_ms = took.as_secs_f64() * 1e3;
                 self.claim_ms += CLAIM_WEIGHT * (took_ms - self.claim_ms);
                 self.succeeded();
-                self.take_in(tasks, n);
+                self.take_in(tasks, asked);
             }
             Err(err) => self.failed("claim", &err),
         }
@@ -244,6 +301,7 @@ impl Driver {
         if got < asked {
             self.drained_until = Some(Instant::now() + self.poll_interval);
         }
+        self.claimed_none = got == 0;
         if got > 0 {
             self.announced_idle = false;
             tracing::debug!(
@@ -257,84 +315,24 @@ impl Driver {
         }
     }
 
-    /// Records a batch of waiting results: completions in one call, then
-    /// failures, then cancelled tasks handed back. What a failed call did
-    /// not record waits again.
-    async fn flush(&mut self) {
+    /// Starts recording a batch of waiting results.
+    fn start_flush(&mut self) {
         let batch = self.pending.take(self.rules.complete_batch);
-        if !batch.done.is_empty() {
-            let sent: Vec<TaskDone> = batch.done.iter().map(|(d, _)| d.clone()).collect();
-            match self.store.complete(self.worker, sent).await {
-                Ok(refused) => {
-                    let leases = batch.done.iter().map(|(d, _)| (d.task_id, d.lease_token));
-                    self.settle(leases.collect(), &refused);
-                }
-                Err(err) => {
-                    self.pending.put_back_cancelled(batch.cancelled);
-                    self.pending.put_back_failed(batch.failed);
-                    self.pending.put_back_done(batch.done);
-                    return self.failed("complete", &err);
-                }
-            }
+        let (store, worker) = (self.store.clone(), self.worker);
+        let (held, counters) = (self.held.clone(), self.counters.clone());
+        self.flush = Some(Box::pin(record(store, worker, held, counters, batch)));
+    }
+
+    /// A flush ended: what it could not record waits again.
+    fn flushed(&mut self, flushed: Flushed) {
+        let Flushed { unrecorded, error } = flushed;
+        self.pending.put_back_cancelled(unrecorded.cancelled);
+        self.pending.put_back_failed(unrecorded.failed);
+        self.pending.put_back_done(unrecorded.done);
+        match error {
+            Some((what, err)) => self.failed(what, &err),
+            None => self.succeeded(),
         }
-        let mut failures = batch.failed.into_iter();
-        while let Some((failure, at)) = failures.next() {
-            let (id, token) = (failure.task_id, failure.lease_token);
-            if failure.panicked {
-                add(&self.counters.panicked, 1);
-                tracing::error!(
-                    task_id = id,
-                    error = failure.error,
-                    "task panicked; recording a failed attempt"
-                );
-            } else {
-                tracing::warn!(
-                    task_id = id,
-                    error = failure.error,
-                    "task failed; recording a failed attempt"
-                );
-            }
-            match self
-                .store
-                .fail(self.worker, id, token, &failure.error)
-                .await
-            {
-                Ok(true) => add(&self.counters.failed, 1),
-                Ok(false) => {
-                    add(&self.counters.refused, 1);
-                    tracing::warn!(task_id = id, "failure refused: the lease was lost");
-                }
-                Err(err) => {
-                    let unrecorded = std::iter::once((failure, at)).chain(failures).collect();
-                    self.pending.put_back_cancelled(batch.cancelled);
-                    self.pending.put_back_failed(unrecorded);
-                    return self.failed("fail", &err);
-                }
-            }
-            self.held.remove_all([(id, token)]);
-        }
-        if !batch.cancelled.is_empty() {
-            let leases: Vec<LeaseKey> = batch
-                .cancelled
-                .iter()
-                .map(|(f, _)| (f.task_id, f.lease_token))
-                .collect();
-            tracing::info!(
-                tasks = ?leases.iter().map(|(id, _)| id).collect::<Vec<_>>(),
-                "handing back tasks stopped by their cancel flag"
-            );
-            match self.store.release(self.worker, &leases).await {
-                Ok(()) => {
-                    add(&self.counters.released, leases.len());
-                    self.held.remove_all(leases);
-                }
-                Err(err) => {
-                    self.pending.put_back_cancelled(batch.cancelled);
-                    return self.failed("release", &err);
-                }
-            }
-        }
-        self.succeeded();
     }
 
     /// Another worker is idle: hands it the last `n` unstarted tasks
@@ -409,25 +407,6 @@ impl Driver {
         self.held.remove_all(unstarted);
     }
 
-    /// After the store answered for `leases`: counts, warns of refusals
-    /// (late completions) and forgets the leases, no longer ours to renew.
-    fn settle(&self, leases: Vec<LeaseKey>, refused: &[i64]) {
-        tracing::debug!(tasks = leases.len(), refused = refused.len(), "completed");
-        add(
-            &self.counters.completed,
-            leases.len() - refused.len().min(leases.len()),
-        );
-        if !refused.is_empty() {
-            add(&self.counters.refused, refused.len());
-            tracing::warn!(
-                count = refused.len(),
-                tasks = ?refused,
-                "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
-            );
-        }
-        self.held.remove_all(leases);
-    }
-
     fn succeeded(&mut self) {
         if self.backoff.failures() > 0 {
             tracing::info!(
@@ -444,4 +423,110 @@ impl Driver {
         tracing::warn!(what, error = %err, retry_in_ms = delay.as_millis() as u64, "database call failed");
         self.retry_at = Some(Instant::now() + delay);
     }
+}
+
+/// Resolves with the call's answer once it has one, and empties the slot;
+/// never resolves while no call is in flight.
+async fn finish<T>(call: &mut Option<Call<T>>) -> T {
+    let Some(future) = call.as_mut() else {
+        return std::future::pending().await;
+    };
+    let answer = future.await;
+    *call = None;
+    answer
+}
+
+/// Records `batch`: completions in one call, then failures, then cancelled
+/// tasks handed back. What a failed call did not record comes back.
+async fn record(
+    store: Store,
+    worker: Uuid,
+    held: Arc<Held>,
+    counters: Arc<Counters>,
+    mut batch: Batch,
+) -> Flushed {
+    let failed = |batch, what, err| Flushed {
+        unrecorded: batch,
+        error: Some((what, err)),
+    };
+    if !batch.done.is_empty() {
+        let sent: Vec<TaskDone> = batch.done.iter().map(|(d, _)| d.clone()).collect();
+        match store.complete(worker, sent).await {
+            Ok(refused) => {
+                let done = std::mem::take(&mut batch.done);
+                let leases = done.iter().map(|(d, _)| (d.task_id, d.lease_token));
+                settle(&counters, &held, leases.collect(), &refused);
+            }
+            Err(err) => return failed(batch, "complete", err),
+        }
+    }
+    while let Some((failure, _)) = batch.failed.first() {
+        let (id, token) = (failure.task_id, failure.lease_token);
+        if failure.panicked {
+            add(&counters.panicked, 1);
+            tracing::error!(
+                task_id = id,
+                error = failure.error,
+                "task panicked; recording a failed attempt"
+            );
+        } else {
+            tracing::warn!(
+                task_id = id,
+                error = failure.error,
+                "task failed; recording a failed attempt"
+            );
+        }
+        match store.fail(worker, id, token, &failure.error).await {
+            Ok(true) => add(&counters.failed, 1),
+            Ok(false) => {
+                add(&counters.refused, 1);
+                tracing::warn!(task_id = id, "failure refused: the lease was lost");
+            }
+            Err(err) => return failed(batch, "fail", err),
+        }
+        batch.failed.remove(0);
+        held.remove_all([(id, token)]);
+    }
+    if !batch.cancelled.is_empty() {
+        let leases: Vec<LeaseKey> = batch
+            .cancelled
+            .iter()
+            .map(|(f, _)| (f.task_id, f.lease_token))
+            .collect();
+        tracing::info!(
+            tasks = ?leases.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            "handing back tasks stopped by their cancel flag"
+        );
+        match store.release(worker, &leases).await {
+            Ok(()) => {
+                add(&counters.released, leases.len());
+                held.remove_all(leases);
+                batch.cancelled.clear();
+            }
+            Err(err) => return failed(batch, "release", err),
+        }
+    }
+    Flushed {
+        unrecorded: batch,
+        error: None,
+    }
+}
+
+/// After the store answered for `leases`: counts, warns of refusals (late
+/// completions) and forgets the leases, no longer ours to renew.
+fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, refused: &[i64]) {
+    tracing::debug!(tasks = leases.len(), refused = refused.len(), "completed");
+    add(
+        &counters.completed,
+        leases.len() - refused.len().min(leases.len()),
+    );
+    if !refused.is_empty() {
+        add(&counters.refused, refused.len());
+        tracing::warn!(
+            count = refused.len(),
+            tasks = ?refused,
+            "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
+        );
+    }
+    held.remove_all(leases);
 }

@@ -11,15 +11,20 @@
 //!
 //! - **Claim** the free slots plus a prefetch window of work judged by the
 //!   recent task time, once the local queue is down to half of that
-//!   window; never while the queue was just seen empty (until work is
-//!   announced or the poll interval passes), while tasks handed to an
-//!   idle worker still wait here, or while the held leases fill the room.
+//!   window; not while the queue was just seen short and tasks still wait
+//!   here, nor after a claim found nothing (either until work is announced
+//!   or the poll interval passes), while tasks handed to an idle worker
+//!   still wait here, or while the held leases fill the room.
 //! - **Hand off** the later half of the local queue when another worker
 //!   announces it is idle and that half holds more work than two claim
 //!   round trips.
 //! - **Flush** finished results when `complete_batch` of them wait,
-//!   `complete_wait` after the first one, or when nothing else is running
-//!   or waiting here; a claim made first carries them.
+//!   `complete_wait` after the first one, when nothing else is running or
+//!   waiting here, or while a claim is in flight (it left without them,
+//!   and the next claim would wait for it); a claim made first carries
+//!   them. At most one claim and one flush are in flight at once, so the
+//!   database works on one worker's results while it hands out the next
+//!   tasks.
 //! - **Announce** once that this worker is idle when the queue is empty
 //!   and nothing is left here.
 //! - At **shutdown**: no claims or hand-offs; running tasks finish until the
@@ -101,8 +106,12 @@ pub(crate) struct State {
     /// Recent round trip of a claim.
     pub(crate) claim_ms: f64,
     /// Set when a claim found fewer tasks than it asked for: until then no
-    /// claim can help, unless work is announced first.
+    /// claim can help while tasks still wait here, unless work is
+    /// announced first.
     pub(crate) drained_until: Option<Instant>,
+    /// The last claim found nothing at all: until `drained_until`, no
+    /// claim can help even with nothing left here.
+    pub(crate) claimed_none: bool,
     /// Tasks were handed to an idle worker since the last claim: claiming
     /// before the local queue is empty would take them back.
     pub(crate) handed_off: bool,
@@ -112,6 +121,10 @@ pub(crate) struct State {
     pub(crate) announced_idle: bool,
     /// A database call failed: no call before this.
     pub(crate) retry_at: Option<Instant>,
+    /// A claim is in flight.
+    pub(crate) claiming: bool,
+    /// A flush is in flight.
+    pub(crate) flushing: bool,
     /// Set once shutdown began.
     pub(crate) stop: Option<Stopping>,
 }
@@ -159,9 +172,10 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
     let flush_at = state.first_pending.map(|at| at + rules.complete_wait);
     let flush_due = state.pending > 0
         && (state.pending >= rules.complete_batch || flush_at.is_some_and(|at| at <= now));
-    // While calls wait for a retry, a due flush cannot wake the loop.
+    // While calls wait for a retry, or a flush is in flight, a due flush
+    // is no reason to wake: the retry or the flush's end is.
     let (flush_at, retry_at) = if can_call {
-        (flush_at, None)
+        (flush_at.filter(|_| !state.flushing), None)
     } else {
         (None, state.retry_at)
     };
@@ -173,10 +187,10 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
         }
         let grace_over = stop.cancelled && now >= stop.deadline + CANCEL_GRACE;
         let tasks_over = state.running == 0 || grace_over;
-        if state.pending > 0 && can_call && (tasks_over || flush_due) {
+        if state.pending > 0 && can_call && !state.flushing && (tasks_over || flush_due) {
             return Decision::Flush;
         }
-        if tasks_over && state.pending == 0 {
+        if tasks_over && state.pending == 0 && !state.claiming && !state.flushing {
             return Decision::Stop;
         }
         if state.running > 0 && !stop.cancelled && now >= stop.deadline {
@@ -202,7 +216,10 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
         }
     }
 
-    let drained = state.drained_until.is_some_and(|until| now < until);
+    let short = state.drained_until.is_some_and(|until| now < until);
+    // After a short claim the queue may still hold work another worker
+    // skipped past; once nothing waits here, one more claim tells.
+    let drained = short && (state.local > 0 || state.claimed_none);
     let prefetch = rules.prefetch(state.task_ms);
     let free = rules.slots.saturating_sub(state.running);
     let room = rules.max_held().saturating_sub(state.held);
@@ -212,15 +229,17 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
         .min(room);
     let low = state.local <= prefetch / 2;
     let keeping_hand_off = state.handed_off && state.local > 0;
-    if can_call && want > 0 && low && !drained && !keeping_hand_off {
+    if can_call && !state.claiming && want > 0 && low && !drained && !keeping_hand_off {
         return Decision::Claim(want);
     }
 
     let idle = state.running == 0 && state.local == 0;
-    if can_call && state.pending > 0 && (flush_due || idle) {
+    let flush_now = flush_due || idle || state.claiming;
+    if can_call && !state.flushing && state.pending > 0 && flush_now {
         return Decision::Flush;
     }
-    if can_call && drained && idle && state.pending == 0 && !state.announced_idle {
+    let quiet = !state.claiming && !state.flushing && state.pending == 0;
+    if can_call && drained && state.claimed_none && idle && quiet && !state.announced_idle {
         return Decision::AnnounceIdle;
     }
     let drained_until = state.drained_until.filter(|_| drained);

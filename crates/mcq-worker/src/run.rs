@@ -108,12 +108,15 @@ pub(crate) async fn run(
         pace: Pace::default(),
         claim_ms: 1.0,
         drained_until: None,
+        claimed_none: false,
         handed_off: false,
         peer_idle: false,
         announced_idle: false,
         backoff: Backoff::new(),
         retry_at: None,
         stop: None,
+        claim: None,
+        flush: None,
     };
     driver.run(&shutdown).await;
     drop(driver);

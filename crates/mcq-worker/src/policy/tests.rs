@@ -27,10 +27,13 @@ fn busy(now: Instant) -> State {
         task_ms: Some(10.0),
         claim_ms: 1.0,
         drained_until: None,
+        claimed_none: false,
         handed_off: false,
         peer_idle: false,
         announced_idle: false,
         retry_at: None,
+        claiming: false,
+        flushing: false,
         stop: None,
     }
 }
@@ -171,58 +174,83 @@ fn an_empty_queue_is_not_claimed_from_again_until_work_is_announced() {
     let now = Instant::now();
     let b = busy(now);
     let later = now + 1000 * MS;
+    let empty = State {
+        drained_until: Some(later),
+        claimed_none: true,
+        ..b.clone()
+    };
+    let for_work = Decision::Wait {
+        until: Some(later),
+        work: true,
+    };
     check(vec![
         (
-            "drained: wait for work or the poll interval",
+            "a short claim, tasks still wait here: wait for work or the poll interval",
             State {
+                local: 3,
+                held: 5,
                 drained_until: Some(later),
                 ..b.clone()
             },
-            Decision::Wait {
-                until: Some(later),
-                work: true,
-            },
+            for_work,
         ),
         (
-            "drained with free slots: still no claim",
+            "a short claim, nothing left waiting: one more claim tells",
             State {
-                running: 0,
-                held: 0,
                 drained_until: Some(later),
-                announced_idle: true,
-                ..b.clone()
-            },
-            Decision::Wait {
-                until: Some(later),
-                work: true,
-            },
-        ),
-        (
-            "the poll interval passed: claim again",
-            State {
-                drained_until: Some(now - MS),
                 ..b.clone()
             },
             Decision::Claim(20),
         ),
         (
-            "drained and nothing left here: announce it once",
+            "a claim found nothing: wait for work",
+            empty.clone(),
+            for_work,
+        ),
+        (
+            "nothing found, free slots: still no claim",
             State {
                 running: 0,
                 held: 0,
-                drained_until: Some(later),
-                ..b.clone()
+                announced_idle: true,
+                ..empty.clone()
+            },
+            for_work,
+        ),
+        (
+            "the poll interval passed: claim again",
+            State {
+                drained_until: Some(now - MS),
+                ..empty.clone()
+            },
+            Decision::Claim(20),
+        ),
+        (
+            "nothing found and nothing left here: announce it once",
+            State {
+                running: 0,
+                held: 0,
+                ..empty.clone()
             },
             Decision::AnnounceIdle,
         ),
         (
-            "drained, idle, but a database call must wait: no announcement",
+            "a short claim and nothing left here: claim before announcing",
             State {
                 running: 0,
                 held: 0,
-                drained_until: Some(later),
+                claimed_none: false,
+                ..empty.clone()
+            },
+            Decision::Claim(22),
+        ),
+        (
+            "idle, but a database call must wait: no announcement",
+            State {
+                running: 0,
+                held: 0,
                 retry_at: Some(now + 50 * MS),
-                ..b.clone()
+                ..empty.clone()
             },
             Decision::Wait {
                 until: Some(now + 50 * MS),
@@ -273,6 +301,7 @@ fn results_are_recorded_at_n_after_t_or_when_nothing_else_is_in_flight() {
                 running: 0,
                 held: 1,
                 drained_until: Some(now + 1000 * MS),
+                claimed_none: true,
                 ..long.clone()
             },
             Decision::Flush,
@@ -313,6 +342,96 @@ fn results_are_recorded_at_n_after_t_or_when_nothing_else_is_in_flight() {
                 ..long.clone()
             },
             Decision::Flush,
+        ),
+    ]);
+}
+
+#[test]
+fn one_claim_and_one_flush_at_a_time_and_results_do_not_wait_behind_a_claim() {
+    let now = Instant::now();
+    let b = busy(now);
+    let first = now - 10 * MS;
+    let waiting = State {
+        pending: 3,
+        held: 5,
+        first_pending: Some(first),
+        ..b.clone()
+    };
+    check(vec![
+        (
+            "a claim in flight: no second claim",
+            State {
+                claiming: true,
+                ..b.clone()
+            },
+            wait(None),
+        ),
+        (
+            "results while a claim is in flight: flush them beside it",
+            State {
+                claiming: true,
+                ..waiting.clone()
+            },
+            Decision::Flush,
+        ),
+        (
+            "a flush in flight: the claim still goes, carrying the rest",
+            State {
+                flushing: true,
+                ..waiting.clone()
+            },
+            Decision::Claim(20),
+        ),
+        (
+            "both in flight: wait for either",
+            State {
+                claiming: true,
+                flushing: true,
+                ..waiting.clone()
+            },
+            wait(None),
+        ),
+        (
+            "a flush in flight and N waiting: wait for it to end",
+            State {
+                flushing: true,
+                pending: 100,
+                task_ms: Some(1000.0),
+                ..waiting.clone()
+            },
+            wait(None),
+        ),
+        (
+            "drained and idle, but a claim is in flight: no announcement yet",
+            State {
+                claiming: true,
+                running: 0,
+                held: 0,
+                pending: 0,
+                first_pending: None,
+                drained_until: Some(now + 1000 * MS),
+                claimed_none: true,
+                ..b.clone()
+            },
+            Decision::Wait {
+                until: Some(now + 1000 * MS),
+                work: true,
+            },
+        ),
+        (
+            "stopping with a flush in flight: wait for it before stopping",
+            State {
+                flushing: true,
+                running: 0,
+                pending: 0,
+                first_pending: None,
+                stop: Some(Stopping {
+                    deadline: now + 20_000 * MS,
+                    cancelled: false,
+                }),
+                ..b.clone()
+            },
+            wait(Some(now + 20_000 * MS)),
         ),
     ]);
 }
@@ -547,13 +666,18 @@ fn no_state_makes_the_loop_spin() {
                     for first in times {
                         for drained in times {
                             for retry in times {
-                                for stop in [
+                                let stops = [
                                     None,
                                     Some(Stopping {
                                         deadline: now,
                                         cancelled: true,
                                     }),
-                                ] {
+                                ];
+                                let calls =
+                                    [(false, false), (true, false), (false, true), (true, true)];
+                                for (stop, (claiming, flushing)) in
+                                    stops.into_iter().flat_map(|stop| calls.map(|c| (stop, c)))
+                                {
                                     let state = State {
                                         now,
                                         running,
@@ -564,10 +688,13 @@ fn no_state_makes_the_loop_spin() {
                                         task_ms,
                                         claim_ms: 1.0,
                                         drained_until: drained,
+                                        claimed_none: local == 0,
                                         handed_off: false,
                                         peer_idle: false,
                                         announced_idle: true,
                                         retry_at: retry,
+                                        claiming,
+                                        flushing,
                                         stop,
                                     };
                                     states += 1;
