@@ -10,45 +10,27 @@
 //! through the policy's `retry_at`, so it keeps taking reports and sees
 //! shutdown while the database is away.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError, TaskDone};
+use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::backoff::{Backoff, persist};
+use crate::calls::{self, Call, Claimed, Flushed, finish, settle};
 use crate::compute::{Outcome, Specs};
 use crate::counters::{Counters, add};
 use crate::held::{Held, LeaseKey};
 use crate::pace::Pace;
-use crate::pending::{Batch, Pending};
+use crate::pending::Pending;
 use crate::policy::{self, Decision, Rules, State, Stopping};
 use crate::slots::{self, LocalQueue, Report};
 
 /// Weight of the newest claim's round trip in its moving average.
 const CLAIM_WEIGHT: f64 = 0.2;
-
-/// A database call in flight, polled by the loop while it waits.
-pub(crate) type Call<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// What a claim brings back: the completions it carried, and its answer.
-pub(crate) struct Claimed {
-    asked: usize,
-    done: Vec<(TaskDone, Instant)>,
-    took: Duration,
-    reply: Result<(Vec<i64>, Result<Vec<ClaimedTask>, StoreError>), StoreError>,
-}
-
-/// What a flush brings back: what it could not record, and why.
-pub(crate) struct Flushed {
-    unrecorded: Batch,
-    error: Option<(&'static str, StoreError)>,
-}
 
 /// Everything the loop owns or shares.
 pub(crate) struct Driver {
@@ -82,22 +64,6 @@ pub(crate) struct Driver {
     pub(crate) stop: Option<Stopping>,
     pub(crate) claim: Option<Call<Claimed>>,
     pub(crate) flush: Option<Call<Flushed>>,
-}
-
-impl std::fmt::Debug for Claimed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Claimed")
-            .field("asked", &self.asked)
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for Flushed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Flushed")
-            .field("error", &self.error)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Driver {
@@ -240,25 +206,7 @@ impl Driver {
     fn start_claim(&mut self, n: usize) {
         let done = self.pending.take_done(self.rules.complete_batch);
         let (store, worker) = (self.store.clone(), self.worker);
-        let max = u32::try_from(n).unwrap_or(u32::MAX);
-        self.claim = Some(Box::pin(async move {
-            let started = Instant::now();
-            let reply = if done.is_empty() {
-                store.claim(worker, max).await.map(|c| (Vec::new(), Ok(c)))
-            } else {
-                let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
-                store
-                    .complete_and_claim(worker, sent, max)
-                    .await
-                    .map(|reply| (reply.refused, reply.claimed))
-            };
-            Claimed {
-                asked: n,
-                done,
-                took: started.elapsed(),
-                reply,
-            }
-        }));
+        self.claim = Some(Box::pin(calls::claim(store, worker, done, n)));
     }
 
     /// A claim answered.
@@ -270,12 +218,12 @@ impl Driver {
             reply,
         } = claimed;
         let tasks = match reply {
-            Ok((refused, tasks)) => {
+            Ok(reply) => {
                 if !done.is_empty() {
                     let leases = done.iter().map(|(d, _)| (d.task_id, d.lease_token));
-                    settle(&self.counters, &self.held, leases.collect(), &refused);
+                    settle(&self.counters, &self.held, leases.collect(), &reply.refused);
                 }
-                tasks
+                reply.claimed
             }
             Err(err) => {
                 self.pending.put_back_done(done);
@@ -320,7 +268,9 @@ impl Driver {
         let batch = self.pending.take(self.rules.complete_batch);
         let (store, worker) = (self.store.clone(), self.worker);
         let (held, counters) = (self.held.clone(), self.counters.clone());
-        self.flush = Some(Box::pin(record(store, worker, held, counters, batch)));
+        self.flush = Some(Box::pin(calls::record(
+            store, worker, held, counters, batch,
+        )));
     }
 
     /// A flush ended: what it could not record waits again.
@@ -423,110 +373,4 @@ impl Driver {
         tracing::warn!(what, error = %err, retry_in_ms = delay.as_millis() as u64, "database call failed");
         self.retry_at = Some(Instant::now() + delay);
     }
-}
-
-/// Resolves with the call's answer once it has one, and empties the slot;
-/// never resolves while no call is in flight.
-async fn finish<T>(call: &mut Option<Call<T>>) -> T {
-    let Some(future) = call.as_mut() else {
-        return std::future::pending().await;
-    };
-    let answer = future.await;
-    *call = None;
-    answer
-}
-
-/// Records `batch`: completions in one call, then failures, then cancelled
-/// tasks handed back. What a failed call did not record comes back.
-async fn record(
-    store: Store,
-    worker: Uuid,
-    held: Arc<Held>,
-    counters: Arc<Counters>,
-    mut batch: Batch,
-) -> Flushed {
-    let failed = |batch, what, err| Flushed {
-        unrecorded: batch,
-        error: Some((what, err)),
-    };
-    if !batch.done.is_empty() {
-        let sent: Vec<TaskDone> = batch.done.iter().map(|(d, _)| d.clone()).collect();
-        match store.complete(worker, sent).await {
-            Ok(refused) => {
-                let done = std::mem::take(&mut batch.done);
-                let leases = done.iter().map(|(d, _)| (d.task_id, d.lease_token));
-                settle(&counters, &held, leases.collect(), &refused);
-            }
-            Err(err) => return failed(batch, "complete", err),
-        }
-    }
-    while let Some((failure, _)) = batch.failed.first() {
-        let (id, token) = (failure.task_id, failure.lease_token);
-        if failure.panicked {
-            add(&counters.panicked, 1);
-            tracing::error!(
-                task_id = id,
-                error = failure.error,
-                "task panicked; recording a failed attempt"
-            );
-        } else {
-            tracing::warn!(
-                task_id = id,
-                error = failure.error,
-                "task failed; recording a failed attempt"
-            );
-        }
-        match store.fail(worker, id, token, &failure.error).await {
-            Ok(true) => add(&counters.failed, 1),
-            Ok(false) => {
-                add(&counters.refused, 1);
-                tracing::warn!(task_id = id, "failure refused: the lease was lost");
-            }
-            Err(err) => return failed(batch, "fail", err),
-        }
-        batch.failed.remove(0);
-        held.remove_all([(id, token)]);
-    }
-    if !batch.cancelled.is_empty() {
-        let leases: Vec<LeaseKey> = batch
-            .cancelled
-            .iter()
-            .map(|(f, _)| (f.task_id, f.lease_token))
-            .collect();
-        tracing::info!(
-            tasks = ?leases.iter().map(|(id, _)| id).collect::<Vec<_>>(),
-            "handing back tasks stopped by their cancel flag"
-        );
-        match store.release(worker, &leases).await {
-            Ok(()) => {
-                add(&counters.released, leases.len());
-                held.remove_all(leases);
-                batch.cancelled.clear();
-            }
-            Err(err) => return failed(batch, "release", err),
-        }
-    }
-    Flushed {
-        unrecorded: batch,
-        error: None,
-    }
-}
-
-/// After the store answered for `leases`: counts, warns of refusals (late
-/// completions) and forgets the leases, no longer ours to renew.
-fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, refused: &[i64]) {
-    tracing::debug!(tasks = leases.len(), refused = refused.len(), "completed");
-    add(
-        &counters.completed,
-        leases.len() - refused.len().min(leases.len()),
-    );
-    if !refused.is_empty() {
-        add(&counters.refused, refused.len());
-        tracing::warn!(
-            count = refused.len(),
-            tasks = ?refused,
-            "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
-        );
-    }
-    held.remove_all(leases);
 }

@@ -19,6 +19,7 @@
 //! Database errors never end a worker: every loop logs, backs off and retries.
 
 mod backoff;
+mod calls;
 mod compute;
 mod counters;
 mod driver;

@@ -1,0 +1,185 @@
+//! The worker loop's database calls for claims and completions, run as
+//! futures the loop polls while it waits, so a claim and a completion can
+//! be in flight at once. Each brings back what it sent, so what a failed
+//! call did not record waits in the loop again.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcq_queue::{CompletedAndClaimed, Store, StoreError, TaskDone};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::counters::{Counters, add};
+use crate::held::{Held, LeaseKey};
+use crate::pending::Batch;
+
+/// A database call in flight, polled by the loop while it waits.
+pub(crate) type Call<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What a claim brings back: the completions it carried, and its answer.
+pub(crate) struct Claimed {
+    pub(crate) asked: usize,
+    pub(crate) done: Vec<(TaskDone, Instant)>,
+    pub(crate) took: Duration,
+    pub(crate) reply: Result<CompletedAndClaimed, StoreError>,
+}
+
+/// What a flush brings back: what it could not record, and why.
+pub(crate) struct Flushed {
+    pub(crate) unrecorded: Batch,
+    pub(crate) error: Option<(&'static str, StoreError)>,
+}
+
+impl std::fmt::Debug for Claimed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claimed")
+            .field("asked", &self.asked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Flushed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flushed")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Claims up to `n` tasks, recording `done` in the same call.
+pub(crate) async fn claim(
+    store: Store,
+    worker: Uuid,
+    done: Vec<(TaskDone, Instant)>,
+    n: usize,
+) -> Claimed {
+    let started = Instant::now();
+    let max = u32::try_from(n).unwrap_or(u32::MAX);
+    let reply = if done.is_empty() {
+        store
+            .claim(worker, max)
+            .await
+            .map(|claimed| CompletedAndClaimed {
+                refused: Vec::new(),
+                claimed: Ok(claimed),
+            })
+    } else {
+        let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
+        store.complete_and_claim(worker, sent, max).await
+    };
+    Claimed {
+        asked: n,
+        done,
+        took: started.elapsed(),
+        reply,
+    }
+}
+
+/// Resolves with the call's answer once it has one, and empties the slot;
+/// never resolves while no call is in flight.
+pub(crate) async fn finish<T>(call: &mut Option<Call<T>>) -> T {
+    let Some(future) = call.as_mut() else {
+        return std::future::pending().await;
+    };
+    let answer = future.await;
+    *call = None;
+    answer
+}
+
+/// Records `batch`: completions in one call, then failures, then cancelled
+/// tasks handed back. What a failed call did not record comes back.
+pub(crate) async fn record(
+    store: Store,
+    worker: Uuid,
+    held: Arc<Held>,
+    counters: Arc<Counters>,
+    mut batch: Batch,
+) -> Flushed {
+    let failed = |batch, what, err| Flushed {
+        unrecorded: batch,
+        error: Some((what, err)),
+    };
+    if !batch.done.is_empty() {
+        let sent: Vec<TaskDone> = batch.done.iter().map(|(d, _)| d.clone()).collect();
+        match store.complete(worker, sent).await {
+            Ok(refused) => {
+                let done = std::mem::take(&mut batch.done);
+                let leases = done.iter().map(|(d, _)| (d.task_id, d.lease_token));
+                settle(&counters, &held, leases.collect(), &refused);
+            }
+            Err(err) => return failed(batch, "complete", err),
+        }
+    }
+    while let Some((failure, _)) = batch.failed.first() {
+        let (id, token) = (failure.task_id, failure.lease_token);
+        if failure.panicked {
+            add(&counters.panicked, 1);
+            tracing::error!(
+                task_id = id,
+                error = failure.error,
+                "task panicked; recording a failed attempt"
+            );
+        } else {
+            tracing::warn!(
+                task_id = id,
+                error = failure.error,
+                "task failed; recording a failed attempt"
+            );
+        }
+        match store.fail(worker, id, token, &failure.error).await {
+            Ok(true) => add(&counters.failed, 1),
+            Ok(false) => {
+                add(&counters.refused, 1);
+                tracing::warn!(task_id = id, "failure refused: the lease was lost");
+            }
+            Err(err) => return failed(batch, "fail", err),
+        }
+        batch.failed.remove(0);
+        held.remove_all([(id, token)]);
+    }
+    if !batch.cancelled.is_empty() {
+        let leases: Vec<LeaseKey> = batch
+            .cancelled
+            .iter()
+            .map(|(f, _)| (f.task_id, f.lease_token))
+            .collect();
+        tracing::info!(
+            tasks = ?leases.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            "handing back tasks stopped by their cancel flag"
+        );
+        match store.release(worker, &leases).await {
+            Ok(()) => {
+                add(&counters.released, leases.len());
+                held.remove_all(leases);
+                batch.cancelled.clear();
+            }
+            Err(err) => return failed(batch, "release", err),
+        }
+    }
+    Flushed {
+        unrecorded: batch,
+        error: None,
+    }
+}
+
+/// After the store answered for `leases`: counts, warns of refusals (late
+/// completions) and forgets the leases, no longer ours to renew.
+pub(crate) fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, refused: &[i64]) {
+    tracing::debug!(tasks = leases.len(), refused = refused.len(), "completed");
+    add(
+        &counters.completed,
+        leases.len() - refused.len().min(leases.len()),
+    );
+    if !refused.is_empty() {
+        add(&counters.refused, refused.len());
+        tracing::warn!(
+            count = refused.len(),
+            tasks = ?refused,
+            "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
+        );
+    }
+    held.remove_all(leases);
+}
