@@ -40,7 +40,7 @@ pub(crate) struct Args {
     #[arg(long, value_parser = count::<u32>(1..=100_000), default_value_t = 1000)]
     claim_batch: u32,
     /// Finished tasks recorded at once when this many wait.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000), default_value_t = 2000)]
+    #[arg(long, value_parser = count::<u32>(1..=100_000), default_value_t = 2000)]
     complete_batch: u32,
     /// Longest wait, in milliseconds, before recording a finished task
     /// while other tasks of this worker still compute or wait: results are
