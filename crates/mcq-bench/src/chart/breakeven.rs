@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, legend, tint};
+use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, header, legend, tint};
 use crate::breakeven::{BreakEven, CrossingKind};
 use crate::platform::Platform;
 
@@ -21,6 +21,11 @@ pub(crate) struct BreakEvenChart<'a> {
 
 impl Chart for BreakEvenChart<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let title = format!(
+            "Break-even: wall time per batch of {} calls against paths per call",
+            self.calls
+        );
+        let root = &header(root, &title, &self.context)?;
         let (width, _) = root.dim_in_pixel();
         let (plot, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
         let root = &plot;
@@ -57,13 +62,6 @@ impl Chart for BreakEvenChart<'_> {
         }
         // Log axes need a non-empty range; pad by a factor either side.
         let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!(
-                    "Break-even: {} calls per batch, {}",
-                    self.calls, self.context
-                ),
-                (FAMILY, 20),
-            )
             .margin(16)
             .x_label_area_size(44)
             .y_label_area_size(70)
@@ -76,8 +74,8 @@ impl Chart for BreakEvenChart<'_> {
             .configure_mesh()
             .x_desc("paths per call (runs)")
             .y_desc("median warm wall time per batch (s), 95% interval")
-            .x_label_formatter(&|x| format!("{x:.0e}"))
-            .y_label_formatter(&|y| super::short(*y))
+            .x_label_formatter(&|x| super::log_label(*x, |v| format!("{v:.0e}")))
+            .y_label_formatter(&|y| super::log_label(*y, super::short))
             .label_style((FAMILY, 13))
             .axis_desc_style((FAMILY, 15))
             .draw()

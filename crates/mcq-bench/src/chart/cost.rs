@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, legend};
+use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, header, legend};
 use crate::breakeven::CrossingKind;
 use crate::cost::CostSummary;
 use crate::platform::Platform;
@@ -23,6 +23,8 @@ pub(crate) struct CostChart<'a> {
 
 impl Chart for CostChart<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let title = format!("Cost per batch of {} calls", self.calls);
+        let root = &header(root, &title, &self.context)?;
         let (width, _) = root.dim_in_pixel();
         let (plot, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
         let rows = &self.cost.rows;
@@ -41,10 +43,6 @@ impl Chart for CostChart<'_> {
         }
         let m = &self.cost.model;
         let mut chart = ChartBuilder::on(&plot)
-            .caption(
-                format!("Cost per batch of {} calls, {}", self.calls, self.context),
-                (FAMILY, 20),
-            )
             .margin(16)
             .x_label_area_size(44)
             .y_label_area_size(80)
@@ -57,8 +55,8 @@ impl Chart for CostChart<'_> {
             .configure_mesh()
             .x_desc("paths per call (runs)")
             .y_desc("cost per batch (price units), 95% interval")
-            .x_label_formatter(&|x| format!("{x:.0e}"))
-            .y_label_formatter(&|y| format!("{y:.0e}"))
+            .x_label_formatter(&|x| super::log_label(*x, |v| format!("{v:.0e}")))
+            .y_label_formatter(&|y| super::log_label(*y, |v| format!("{v:.0e}")))
             .label_style((FAMILY, 13))
             .axis_desc_style((FAMILY, 15))
             .draw()

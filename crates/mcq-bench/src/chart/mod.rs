@@ -143,6 +143,33 @@ pub(crate) fn legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Height of the title block above every chart.
+const HEADER: u32 = 62;
+
+/// Writes `title` and, below it in a smaller font, `subtitle` (backend and
+/// link) across the top of `root`, and returns the area below. Two lines
+/// keep long contexts from running off the edge, as one caption would.
+pub(crate) fn header<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    subtitle: &str,
+) -> anyhow::Result<DrawingArea<DB, Shift>> {
+    let (top, rest) = root.split_vertically(HEADER);
+    top.draw(&Text::new(
+        title.to_owned(),
+        (16, 10),
+        (FAMILY, 21).into_font(),
+    ))
+    .map_err(fail("a title"))?;
+    top.draw(&Text::new(
+        subtitle.to_owned(),
+        (16, 38),
+        (FAMILY, 15).into_font().color(&RGBColor(70, 70, 70)),
+    ))
+    .map_err(fail("a title"))?;
+    Ok(rest)
+}
+
 /// `c` blended with white, `amount` of the colour: the opaque look of
 /// `c.mix(amount)` on a white background, for legend swatches.
 pub(crate) fn tint(c: RGBColor, amount: f64) -> RGBColor {
@@ -156,6 +183,23 @@ pub(crate) fn headroom(max: f64) -> f64 {
         max * 1.12
     } else {
         1.0
+    }
+}
+
+/// A log-axis tick label: every decade, and 2 and 5 within it; the other
+/// ticks stay unlabelled so that labels never run into each other.
+pub(crate) fn log_label(value: f64, show: impl Fn(f64) -> String) -> String {
+    if !(value.is_finite() && value > 0.0) {
+        return String::new();
+    }
+    let mantissa = value / 10f64.powf(value.log10().floor());
+    if [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .any(|m| (mantissa - m).abs() < 1e-6 * m)
+    {
+        show(value)
+    } else {
+        String::new()
     }
 }
 
@@ -183,6 +227,15 @@ mod tests {
         register_font().unwrap();
         // A second call must not fail either.
         register_font().unwrap();
+    }
+
+    #[test]
+    fn log_axes_label_decades_and_their_halves() {
+        let show = |v: f64| format!("{v:.0e}");
+        assert_eq!(log_label(1000.0, show), "1e3");
+        assert_eq!(log_label(5000.0, show), "5e3");
+        assert_eq!(log_label(3000.0, show), "");
+        assert_eq!(log_label(0.0, show), "");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, fail, headroom, legend};
+use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, fail, header, headroom, legend};
 use crate::platform::Platform;
 use crate::record::JobRecord;
 use crate::stats::mean;
@@ -41,13 +41,14 @@ fn parts(job: &JobRecord) -> [(f64, f64, RGBColor); 4] {
 
 impl Chart for TimelineChart<'_> {
     fn size(&self) -> (u32, u32) {
-        (1000, 800)
+        (1000, 820)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let root = &header(root, "Where a job's time goes", &self.trial_title)?;
         let (width, _) = root.dim_in_pixel();
         let (plots, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
-        let (upper, lower) = plots.split_vertically(540);
+        let (upper, lower) = plots.split_vertically(480);
         self.draw_timeline(&upper)?;
         self.draw_means(&lower)?;
         legend(
@@ -75,10 +76,6 @@ impl TimelineChart<'_> {
                 .fold(0.0, f64::max),
         );
         let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!("Where a job's time goes: {}", self.trial_title),
-                (FAMILY, 18),
-            )
             .margin(16)
             .x_label_area_size(40)
             .y_label_area_size(64)
@@ -89,7 +86,14 @@ impl TimelineChart<'_> {
             .disable_y_mesh()
             .x_desc("ms since the first submit")
             .y_desc("job (batch order)")
-            .y_label_formatter(&|y| format!("{y:.0}"))
+            // Only whole positions are jobs; other ticks stay unlabelled.
+            .y_label_formatter(&|y| {
+                if (y - y.round()).abs() < 1e-6 && *y >= 0.0 {
+                    format!("{y:.0}")
+                } else {
+                    String::new()
+                }
+            })
             .label_style((FAMILY, 13))
             .axis_desc_style((FAMILY, 15))
             .draw()

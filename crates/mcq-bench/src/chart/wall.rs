@@ -6,7 +6,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, headroom, legend};
+use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, header, headroom, legend};
 use crate::interval::median_interval;
 use crate::platform::Platform;
 use crate::record::TrialRecord;
@@ -34,24 +34,76 @@ fn jitter(k: usize) -> f64 {
 
 impl Chart for WallChart<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
+        let title = format!(
+            "Wall time per batch: {} calls × {} runs",
+            self.calls, self.runs
+        );
+        let root = &header(root, &title, &self.context)?;
         let (width, _) = root.dim_in_pixel();
         let (plot, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
         let columns: Vec<Platform> = Platform::ALL
             .into_iter()
             .filter(|p| self.trials.iter().any(|t| t.platform == *p))
             .collect();
+        // Platforms far apart (a service over a slow link beside local
+        // runs) get a panel each with its own axis from zero, so the
+        // spread of the fast ones stays visible; otherwise one shared axis.
+        let medians: Vec<f64> = columns
+            .iter()
+            .filter_map(|p| {
+                let w: Vec<f64> = self
+                    .trials
+                    .iter()
+                    .filter(|t| t.platform == *p)
+                    .map(|t| t.wall_ms)
+                    .collect();
+                (!w.is_empty()).then(|| median(&w))
+            })
+            .collect();
+        let (low, high) = medians
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), &m| (l.min(m), h.max(m)));
+        if columns.len() > 1 && low > 0.0 && high / low > 5.0 {
+            let panels = plot.split_evenly((1, columns.len()));
+            for (i, (area, platform)) in panels.iter().zip(&columns).enumerate() {
+                self.draw_columns(area, &[*platform], i == 0)?;
+            }
+        } else {
+            self.draw_columns(&plot, &columns, true)?;
+        }
+        let grey = RGBColor(90, 90, 90);
+        legend(
+            &panel,
+            &[
+                (Swatch::Dot(grey), "warm trial".to_owned()),
+                (Swatch::Ring(grey), "cold (first) trial".to_owned()),
+                (Swatch::Line(grey), "median of warm trials".to_owned()),
+                (
+                    Swatch::Block(RGBColor(205, 205, 205)),
+                    "its 95% interval".to_owned(),
+                ),
+            ],
+        )
+    }
+}
+
+impl WallChart<'_> {
+    /// One chart of `columns` on `area`, its axis from zero to just above
+    /// their largest time; `first` carries the axis title.
+    fn draw_columns<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        columns: &[Platform],
+        first: bool,
+    ) -> anyhow::Result<()> {
         let top = headroom(
             self.trials
                 .iter()
+                .filter(|t| columns.contains(&t.platform))
                 .map(|t| t.wall_ms / 1e3)
                 .fold(0.0, f64::max),
         );
-        let title = format!(
-            "Wall time per batch: {} calls × {} runs, {}",
-            self.calls, self.runs, self.context
-        );
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(title, (FAMILY, 20))
+        let mut chart = ChartBuilder::on(area)
             .margin(16)
             .x_label_area_size(44)
             .y_label_area_size(70)
@@ -72,7 +124,11 @@ impl Chart for WallChart<'_> {
             .x_labels(columns.len() * 2 + 1)
             .x_label_formatter(&label)
             .x_desc("platform")
-            .y_desc("wall time per batch, first submit to last result (s)")
+            .y_desc(if first {
+                "wall time per batch, first submit to last result (s)"
+            } else {
+                ""
+            })
             .y_label_formatter(&|y| super::short(*y))
             .label_style((FAMILY, 14))
             .axis_desc_style((FAMILY, 15))
@@ -125,18 +181,6 @@ impl Chart for WallChart<'_> {
             });
             chart.draw_series(dots).map_err(fail("the wall chart"))?;
         }
-        let grey = RGBColor(90, 90, 90);
-        legend(
-            &panel,
-            &[
-                (Swatch::Dot(grey), "warm trial".to_owned()),
-                (Swatch::Ring(grey), "cold (first) trial".to_owned()),
-                (Swatch::Line(grey), "median of warm trials".to_owned()),
-                (
-                    Swatch::Block(RGBColor(205, 205, 205)),
-                    "its 95% interval".to_owned(),
-                ),
-            ],
-        )
+        Ok(())
     }
 }
