@@ -28,6 +28,51 @@ pub(crate) fn is_outage(err: &sqlx::Error) -> bool {
         })
 }
 
+/// True when the connection a statement ran on broke under it — the
+/// server restarted or was shut down, the socket was cut — so that the
+/// same statement on a new connection may well succeed. A pool that timed
+/// out waiting is not among them: it has already waited.
+pub(crate) fn is_dropped(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Io(_))
+        || err
+            .as_database_error()
+            .and_then(|db| db.code())
+            // 57P01-03 admin shutdown / crash shutdown / cannot connect now;
+            // 08xxx connection exceptions.
+            .is_some_and(|code| code.starts_with("57P0") || code.starts_with("08"))
+}
+
+/// Runs the read `op` again, a few times, while its connection breaks
+/// under it: a server restart of a fraction of a second then costs the
+/// caller that fraction, not an error. Each new attempt takes a connection
+/// from the pool, which waits (up to its acquire timeout) while the server
+/// is coming back; the short pauses between attempts let the other pooled
+/// connections of the old server break before one is handed out again.
+/// Only for statements that change nothing: a write whose answer was lost
+/// may have committed.
+pub(crate) async fn read_again_if_dropped<T, Fut>(
+    op: impl Fn() -> Fut,
+) -> Result<T, crate::StoreError>
+where
+    Fut: std::future::Future<Output = Result<T, crate::StoreError>>,
+{
+    let mut pause = std::time::Duration::from_millis(50);
+    for _ in 0..REREADS {
+        match op().await {
+            Err(crate::StoreError::Database(err)) if is_dropped(&err) => {
+                tracing::debug!(error = %err, "connection dropped under a read; reading again");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            other => return other,
+        }
+    }
+    op().await
+}
+
+/// Attempts of a read beyond the first (pauses of 50 to 400 ms between).
+const REREADS: usize = 4;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::outage::read_again_if_dropped;
 use crate::postgres::PgQueue;
 use crate::schema::SchemaStatus;
 use crate::sqlite::SqliteQueue;
@@ -140,6 +141,12 @@ impl QueueConfig {
 }
 
 /// A connection pool to one backend. Cheap to clone: clones share the pool.
+///
+/// Reads (`job`, `batch`, `batch_jobs`, `workers`, `schema_status`) are
+/// tried again (a few times, within about a second) when their connection
+/// breaks under them, so a short server restart is a delay to their
+/// callers rather than an error.
+/// Writes are not: one whose answer was lost may have committed.
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend,
@@ -195,7 +202,8 @@ impl Store {
     /// Readiness means [`SchemaStatus::Ready`]: on an empty or half-migrated
     /// database every other call fails.
     pub async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
-        dispatch!(self, q => q.schema_status().await)
+        read_again_if_dropped(move || async move { dispatch!(self, q => q.schema_status().await) })
+            .await
     }
     /// The configuration this store was opened with.
     pub fn config(&self) -> &QueueConfig {
@@ -224,11 +232,11 @@ impl Store {
     }
     /// One job with its result, if it exists.
     pub async fn job(&self, id: Uuid) -> Result<Option<JobView>, StoreError> {
-        dispatch!(self, q => q.job(id).await)
+        read_again_if_dropped(move || async move { dispatch!(self, q => q.job(id).await) }).await
     }
     /// Counts, statistics and timings of a batch, in one query.
     pub async fn batch(&self, id: Uuid) -> Result<Option<BatchView>, StoreError> {
-        dispatch!(self, q => q.batch(id).await)
+        read_again_if_dropped(move || async move { dispatch!(self, q => q.batch(id).await) }).await
     }
     /// A page of a batch's jobs in submission order, after job `after`
     /// (an `after` that is not in the batch gives an empty page). `limit`
@@ -240,7 +248,10 @@ impl Store {
         limit: u32,
     ) -> Result<Option<Vec<JobView>>, StoreError> {
         let limit = limit.clamp(1, MAX_PAGE);
-        dispatch!(self, q => q.batch_jobs(id, after, limit).await)
+        read_again_if_dropped(move || async move {
+            dispatch!(self, q => q.batch_jobs(id, after, limit).await)
+        })
+        .await
     }
     /// Cancels a job that has not finished; returns its state afterwards.
     pub async fn cancel_job(&self, id: Uuid) -> Result<Option<JobState>, StoreError> {
@@ -252,7 +263,7 @@ impl Store {
     }
     /// Workers that sent a heartbeat within three leases.
     pub async fn workers(&self) -> Result<Vec<WorkerView>, StoreError> {
-        dispatch!(self, q => q.workers().await)
+        read_again_if_dropped(move || async move { dispatch!(self, q => q.workers().await) }).await
     }
 
     /// Registers a worker process.

@@ -92,3 +92,69 @@ async fn store_survives_a_postgres_restart() {
     store.close().await;
     drop(cluster);
 }
+
+/// Reads running back to back while the server crashes and starts again:
+/// none of them fails, since a read whose connection broke is tried again
+/// on a new one, which the pool waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_ride_out_a_short_restart() {
+    let cluster = match tokio::task::spawn_blocking(mcq_testdb::PgCluster::private)
+        .await
+        .expect("join")
+    {
+        Ok(cluster) => cluster,
+        Err(err) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+            panic!("PostgreSQL is required under CI: {err:#}")
+        }
+        Err(err) => {
+            eprintln!("*** SKIPPING reads_ride_out_a_short_restart: {err:#}");
+            return;
+        }
+    };
+    let url = cluster.create_database("mcq_reread").expect("createdb");
+    let store = Store::connect(&url, QueueConfig::default())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    let submitted = submit(&store, batch(3)).await;
+    let batch_id = submitted.batch_id.expect("a batch");
+    tokio::time::sleep(Duration::from_secs(1)).await; // see above: commits reach the OS
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = tokio::task::JoinSet::new();
+    for _ in 0..3 {
+        let (store, stop) = (store.clone(), stop.clone());
+        readers.spawn(async move {
+            let (mut reads, mut errors) = (0u64, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match store.batch(batch_id).await {
+                    Ok(Some(_)) => reads += 1,
+                    Ok(None) => errors.push("the batch vanished".to_owned()),
+                    Err(err) => errors.push(format!("{err:?}")),
+                }
+            }
+            (reads, errors)
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.stop().expect("stop");
+        cluster.start().expect("start");
+        cluster
+    })
+    .await
+    .expect("join");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut total = 0;
+    while let Some(joined) = readers.join_next().await {
+        let (reads, errors) = joined.expect("reader");
+        assert!(
+            errors.is_empty(),
+            "reads failed across the restart: {errors:?}"
+        );
+        total += reads;
+    }
+    assert!(total > 0, "the readers read");
+    drop(cluster);
+}
