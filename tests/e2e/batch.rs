@@ -8,7 +8,7 @@ use std::time::Duration;
 use mcq_client::{BatchRequest, BatchView, Client, JobState, JobView};
 use mcq_kernel::{Method, OptionKind, Spec, VarianceReduction};
 
-use crate::server::{Server, TempDir, workers};
+use super::server::{Server, TempDir, workers};
 
 /// A mix that exercises splitting into tasks, every estimator and drawn seeds.
 fn specs() -> Vec<Spec> {

@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::server::{Server, TempDir, mcq};
+use super::server::{Server, TempDir, mcq};
 
 fn run(args: &[&str]) -> (bool, String, String) {
     let out = mcq().args(args).output().expect("run mcq");

@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::server::{Server, TempDir, mcq_binary};
+use super::server::{Server, TempDir, mcq_binary};
 
 /// The `##`/`###` sections whose shell blocks run.
 const RUN: &[&str] = &[

@@ -4,7 +4,7 @@
 use mcq_api_types::JobState;
 use mcq_tests::{McqProcess, TempDir};
 
-use crate::batch;
+use super::batch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::Result<()> {

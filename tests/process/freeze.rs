@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use mcq_tests::{McqProcess, TempDir};
 
-use crate::batch;
+use super::batch;
 
 const LEASE_SECS: u64 = 2;
 /// How long the victim stays frozen: well past its lease and the bounds.

@@ -6,7 +6,7 @@
 use anyhow::Context as _;
 use mcq_queue::{Store, Submission, WorkerInfo};
 
-use crate::batch;
+use super::batch;
 
 /// The trigger's `query`, a folded YAML block (`query: >-`): its lines
 /// joined by spaces.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mcq_tests::{McqProcess, TempDir};
 
-use crate::batch;
+use super::batch;
 
 /// Short lease so the test waits seconds, not the default ten.
 const LEASE_SECS: i64 = 2;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mcq_tests::{McqProcess, TempDir};
 
-use crate::batch;
+use super::batch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_survive_a_database_restart() -> anyhow::Result<()> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mcq_tests::{McqProcess, TempDir};
 
-use crate::batch;
+use super::batch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_back_running_tasks_and_exits_zero() -> anyhow::Result<()> {

@@ -10,6 +10,11 @@
 //! With the `openapi` feature every type derives `utoipa::ToSchema`, from
 //! which the server builds its OpenAPI document.
 
+// Counts and sizes cross between u64, i64 (SQL), usize and u32 (the wire):
+// a silent truncation there would corrupt a count, so every narrowing cast
+// must be a checked conversion or state why it cannot truncate.
+#![warn(clippy::cast_possible_truncation)]
+
 mod batch;
 mod health;
 mod job;

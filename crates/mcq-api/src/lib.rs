@@ -6,6 +6,11 @@
 //! validate, enqueue and read, and every error leaves as an RFC 9457
 //! problem document (see [`ApiError`]).
 
+// Counts and sizes cross between u64, i64 (SQL), usize and u32 (the wire):
+// a silent truncation there would corrupt a count, so every narrowing cast
+// must be a checked conversion or state why it cannot truncate.
+#![warn(clippy::cast_possible_truncation)]
+
 mod extract;
 mod health;
 mod openapi;

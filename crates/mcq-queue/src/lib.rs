@@ -7,6 +7,11 @@
 //! SQLite for the embedded single-machine default. All SQL of a database
 //! lives in its module (`postgres`, `sqlite`).
 
+// Counts and sizes cross between u64, i64 (SQL), usize and u32 (the wire):
+// a silent truncation there would corrupt a count, so every narrowing cast
+// must be a checked conversion or state why it cannot truncate.
+#![warn(clippy::cast_possible_truncation)]
+
 mod finished;
 mod idle;
 mod outage;

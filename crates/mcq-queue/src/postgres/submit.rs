@@ -130,13 +130,17 @@ impl PgQueue {
                 .bind(per_row(|c| c.iter().min().copied()))
                 .bind(per_row(|c| c.iter().max().copied()))
                 .bind(CHANNEL)
-                .bind(STAGED_ROW as i32)
+                .bind(i32::try_from(STAGED_ROW).expect("a staged row holds a few thousand jobs"))
         } else {
             query
                 .bind(
                     plan.jobs
                         .iter()
-                        .map(|j| j.tasks.len() as i32)
+                        .map(|j| {
+                            i32::try_from(j.tasks.len()).expect(
+                                "a job has at most one task per kernel chunk, far below i32::MAX",
+                            )
+                        })
                         .collect::<Vec<_>>(),
                 )
                 .bind(tasks.job_ids)

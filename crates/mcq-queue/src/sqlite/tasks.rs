@@ -290,7 +290,8 @@ impl SqliteQueue {
                 *per_job.entry(job_id).or_default() += 1;
             }
         }
-        let released = per_job.values().sum::<i64>() as usize;
+        let released = usize::try_from(per_job.values().sum::<i64>())
+            .expect("a count of released tasks is neither negative nor above the held tasks");
         for (job_id, n) in per_job {
             requeue_job(&mut tx, job_id, n).await?;
         }
