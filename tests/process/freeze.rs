@@ -80,8 +80,29 @@ async fn a_frozen_worker_does_not_stall_the_others() -> anyhow::Result<()> {
     )
     .await?;
 
-    // While the victim is frozen, past its lease, the survivor keeps going.
+    // While the victim is frozen, past its lease, the survivor keeps going
+    // and takes over the victim's tasks. Thaw only once it has, however
+    // long a loaded machine makes that: the late completions after the
+    // thaw are what is being tested.
     tokio::time::sleep(FROZEN.saturating_sub(frozen_at.elapsed())).await;
+    loop {
+        let still_held = mcq_testdb::query_i64(
+            &db.url,
+            &format!(
+                "SELECT count(*) FROM tasks WHERE state = 'running' AND worker_id = '{victim_id}'"
+            ),
+        )
+        .await?;
+        if still_held == 0 {
+            break;
+        }
+        anyhow::ensure!(
+            frozen_at.elapsed() < Duration::from_secs(120),
+            "the frozen worker's {still_held} tasks were never taken over\n{}",
+            survivor.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let during = batch::view(&store, batch_id).await?;
     victim.thaw()?;
     assert!(
