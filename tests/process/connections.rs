@@ -27,6 +27,10 @@ async fn the_api_answers_while_workers_take_every_connection() -> anyhow::Result
         &format!("CREATE ROLE {role} LOGIN CONNECTION LIMIT {LIMIT}"),
     )
     .await?;
+    let _role = DropRole {
+        url: db.url.clone(),
+        role: role.clone(),
+    };
     mcq_testdb::execute(
         &db.url,
         &format!("ALTER DATABASE {} OWNER TO {role}", db.name),
@@ -97,13 +101,28 @@ async fn the_api_answers_while_workers_take_every_connection() -> anyhow::Result
         held >= LIMIT,
         "the role's connections stayed exhausted ({held})"
     );
-    drop(workers);
-    drop(server);
-    // Leave the shared cluster as it was: the role owns nothing once its
-    // database is handed back.
-    let _ = mcq_testdb::execute(&db.url, &format!("REASSIGN OWNED BY {role} TO postgres")).await;
-    let _ = mcq_testdb::execute(&db.url, &format!("DROP ROLE {role}")).await;
     Ok(())
+}
+
+/// Drops the test's role when the test ends, passed or not (after the
+/// processes, declared later, are gone), so the shared cluster keeps no
+/// trace of it: the role's objects go back to `postgres` first.
+struct DropRole {
+    url: String,
+    role: String,
+}
+
+impl Drop for DropRole {
+    fn drop(&mut self) {
+        let (url, role) = (&self.url, &self.role);
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(async {
+                let _ = mcq_testdb::execute(url, &format!("REASSIGN OWNED BY {role} TO postgres"))
+                    .await;
+                let _ = mcq_testdb::execute(url, &format!("DROP ROLE {role}")).await;
+            });
+        });
+    }
 }
 
 /// A port nothing listens on right now.
