@@ -16,8 +16,28 @@ use crate::counters::{Counters, add};
 use crate::held::{Held, LeaseKey};
 use crate::pending::Batch;
 
-/// A database call in flight, polled by the loop while it waits.
+/// A database call in flight; the loop awaits its answer while it waits.
 pub(crate) type Call<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Runs `call` as a task of its own and returns its answer as a [`Call`].
+///
+/// The call must make progress while the loop is busy elsewhere: SQLite
+/// has one writer connection, and a claim parked inside its transaction
+/// while the loop awaited a hand-off on that same connection stalled both
+/// until the pool's acquire timeout (30 s).
+pub(crate) fn spawn<T: Send + 'static>(call: impl Future<Output = T> + Send + 'static) -> Call<T> {
+    let task = tokio::spawn(call);
+    Box::pin(async move {
+        match task.await {
+            Ok(answer) => answer,
+            // A panic inside a database call is a bug: surface it here.
+            Err(err) => match err.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(err) => panic!("a database call was cancelled: {err}"),
+            },
+        }
+    })
+}
 
 /// What a claim brings back: the completions it carried, and its answer.
 pub(crate) struct Claimed {

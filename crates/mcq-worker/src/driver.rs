@@ -206,7 +206,7 @@ impl Driver {
     fn start_claim(&mut self, n: usize) {
         let done = self.pending.take_done(self.rules.complete_batch);
         let (store, worker) = (self.store.clone(), self.worker);
-        self.claim = Some(Box::pin(calls::claim(store, worker, done, n)));
+        self.claim = Some(calls::spawn(calls::claim(store, worker, done, n)));
     }
 
     /// A claim answered.
@@ -268,7 +268,7 @@ impl Driver {
         let batch = self.pending.take(self.rules.complete_batch);
         let (store, worker) = (self.store.clone(), self.worker);
         let (held, counters) = (self.held.clone(), self.counters.clone());
-        self.flush = Some(Box::pin(calls::record(
+        self.flush = Some(calls::spawn(calls::record(
             store, worker, held, counters, batch,
         )));
     }
