@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Without a URL it uses a fresh database in the test cluster of
-//! `mcq-testdb` (fsync off). Results are written up in `docs/queue-perf.md`.
+//! `mcq-testdb` (fsync off). Measured figures live in `docs/results.md`.
 
 use std::time::Instant;
 
