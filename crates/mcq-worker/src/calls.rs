@@ -203,3 +203,28 @@ pub(crate) fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, re
     }
     held.remove_all(leases);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::spawn;
+
+    /// The loop awaits other things (a hand-back, an announcement) while a
+    /// call is in flight; the call must not wait for the loop to poll it.
+    /// Paused time makes the timeout fire at once if the call is stuck.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_in_flight_progresses_while_the_loop_awaits_something_else() {
+        let (reached, progressed) = tokio::sync::oneshot::channel();
+        let call = spawn(async move {
+            reached.send(()).expect("the test waits for this");
+            7
+        });
+        let waited = tokio::time::timeout(Duration::from_secs(60), progressed).await;
+        assert!(
+            waited.is_ok(),
+            "the call made no progress while nobody polled it"
+        );
+        assert_eq!(call.await, 7);
+    }
+}
