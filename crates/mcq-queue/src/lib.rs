@@ -21,9 +21,11 @@ mod schema;
 mod sqlite;
 mod store;
 mod types;
+mod work;
 
 pub use finished::FinishedEvents;
 pub use idle::IdleWorkers;
 pub use schema::SchemaStatus;
 pub use store::{MAX_PAGE, QueueConfig, Store, StoreError};
 pub use types::*;
+pub use work::WorkEvents;

@@ -388,11 +388,12 @@ impl Store {
     pub async fn deregister(&self, worker: Uuid) -> Result<(), StoreError> {
         dispatch!(self, q => q.deregister(worker).await)
     }
-    /// Waits until work may be available (NOTIFY on PostgreSQL, an
-    /// in-process signal on SQLite) or `timeout` passes. May return early
-    /// without work: callers just claim again.
-    pub async fn wait_for_work(&self, timeout: Duration) {
-        dispatch!(self, q => q.wait_for_work(timeout).await)
+    /// Subscribes to signals that work may be available (NOTIFY from
+    /// every process on PostgreSQL, an in-process signal on SQLite); see
+    /// [`WorkEvents::wait`](crate::WorkEvents::wait). A wait may return
+    /// early without work: callers just claim again.
+    pub fn work_events(&self) -> crate::WorkEvents {
+        dispatch!(self, q => q.work_events())
     }
     /// Tells the other workers that `worker` ran out of work, so that one
     /// holding claimed tasks it has not started can hand some back (a

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError};
+use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError, WorkEvents};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -47,6 +47,9 @@ pub(crate) struct Driver {
     pub(crate) reports_tx: UnboundedSender<Report>,
     pub(crate) reports: UnboundedReceiver<Report>,
     pub(crate) idle_workers: IdleWorkers,
+    /// Signals that work may be waiting, subscribed before the first
+    /// claim so that none sent while this worker is busy is missed.
+    pub(crate) work: WorkEvents,
     /// Cancelled when the worker must stop retrying a database that is
     /// gone (past the shutdown deadline and its grace).
     pub(crate) give_up: CancellationToken,
@@ -180,11 +183,11 @@ impl Driver {
                 None => std::future::pending().await,
             }
         };
-        let store = &self.store;
+        let events = &mut self.work;
         let poll = self.poll_interval;
         let announced = async {
             if work {
-                store.wait_for_work(poll).await;
+                events.wait(poll).await;
             } else {
                 std::future::pending::<()>().await;
             }

@@ -102,6 +102,7 @@ pub(crate) async fn run(
         reports_tx,
         reports,
         idle_workers: store.idle_workers(),
+        work: store.work_events(),
         give_up: give_up.clone(),
         pending: Pending::default(),
         running: 0,

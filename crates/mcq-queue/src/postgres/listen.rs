@@ -9,17 +9,18 @@
 //! wake nobody, since they announce no work. Every other payload (the
 //! submissions' and releases' empty one) wakes the waiting workers.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
 use crate::StoreError;
 use crate::finished::FinishedEvents;
 use crate::idle::{IdleAnnouncer, IdleWorkers};
+use crate::work::{WorkEvents, WorkSignal};
 
 /// Prefix of an idle announcement's payload on the work channel.
 const IDLE_PREFIX: &str = "idle:";
@@ -28,17 +29,18 @@ const IDLE_PREFIX: &str = "idle:";
 /// task feeding both.
 #[derive(Debug, Default)]
 pub(super) struct Wakeup {
-    notify: Arc<Notify>,
+    work: WorkSignal,
     idle: IdleAnnouncer,
     /// Dropping the store drops this sender, which stops the listener task.
     listener: OnceLock<oneshot::Sender<()>>,
 }
 
 impl PgQueue {
-    /// Returns on a notification, or after `timeout`.
-    pub(crate) async fn wait_for_work(&self, timeout: Duration) {
+    /// Subscribes to work notifications from every process.
+    pub(crate) fn work_events(&self) -> WorkEvents {
+        let events = self.wakeup.work.subscribe();
         self.listen_for_work();
-        let _ = tokio::time::timeout(timeout, self.wakeup.notify.notified()).await;
+        events
     }
 
     /// Announces on the work channel that `worker` is idle.
@@ -62,7 +64,7 @@ impl PgQueue {
     fn listen_for_work(&self) {
         self.wakeup.listener.get_or_init(|| {
             let (stop_tx, stop_rx) = oneshot::channel();
-            let notify = self.wakeup.notify.clone();
+            let work = self.wakeup.work.clone();
             let idle = self.wakeup.idle.clone();
             tokio::spawn(listen(
                 self.pool.clone(),
@@ -74,7 +76,7 @@ impl PgQueue {
                             idle.announce(worker);
                         }
                     }
-                    None => wake(&notify),
+                    None => work.wake(),
                 },
                 stop_rx,
             ));
@@ -108,14 +110,6 @@ impl PgQueue {
         });
         events
     }
-}
-
-/// Wakes every current waiter and leaves a permit for the next one, so a
-/// notification arriving between a worker's empty claim and its wait is
-/// not lost (at worst one wait returns early).
-fn wake(notify: &Notify) {
-    notify.notify_waiters();
-    notify.notify_one();
 }
 
 /// Listens on `channel` until `stop` fires, reconnecting with capped

@@ -22,13 +22,13 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::finished::{Announcer, FinishedEvents};
 use crate::idle::{IdleAnnouncer, IdleWorkers};
 use crate::schema::SchemaStatus;
 use crate::store::{QueueConfig, StoreError};
+use crate::work::{WorkEvents, WorkSignal};
 
 /// `migrations/sqlite`, embedded at compile time.
 static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -40,7 +40,7 @@ pub(crate) struct SqliteQueue {
     reader: SqlitePool,
     config: Arc<QueueConfig>,
     /// Wakes embedded workers of this process when work is added.
-    notify: Arc<Notify>,
+    work: WorkSignal,
     /// Finished-work announcements, from this process only.
     announcer: Announcer,
     /// Idle workers of this process.
@@ -81,7 +81,7 @@ impl SqliteQueue {
             writer,
             reader,
             config,
-            notify: Arc::new(Notify::new()),
+            work: WorkSignal::default(),
             announcer: Announcer::new(false),
             idle: IdleAnnouncer::default(),
         })
@@ -127,15 +127,15 @@ impl SqliteQueue {
         self.writer.close().await;
     }
 
-    /// Returns when this process adds work, or after `timeout`.
     /// Subscribes to this process's finished-work announcements (they
     /// carry no key: any finish wakes every waiter, which re-reads).
     pub(crate) fn finished_events(&self) -> FinishedEvents {
         self.announcer.subscribe()
     }
 
-    pub(crate) async fn wait_for_work(&self, timeout: Duration) {
-        let _ = tokio::time::timeout(timeout, self.notify.notified()).await;
+    /// Subscribes to the signals that this process added work.
+    pub(crate) fn work_events(&self) -> WorkEvents {
+        self.work.subscribe()
     }
 
     /// Idle announcements reach the workers of this process only, as work
@@ -149,11 +149,9 @@ impl SqliteQueue {
         self.idle.subscribe()
     }
 
-    /// Wakes waiting workers, leaving a permit for one that is about to
-    /// wait (at worst a wait returns early and finds nothing).
+    /// Tells this process's workers that work may be waiting.
     fn wake(&self) {
-        self.notify.notify_waiters();
-        self.notify.notify_one();
+        self.work.wake();
     }
 
     /// A write transaction that takes the database lock up front, so it

@@ -79,27 +79,68 @@ pub(crate) async fn claim_sets_running_token_attempt_and_start(db: &Db) {
     assert!(store.claim(w, 10).await.expect("claim").is_empty());
 }
 
-pub(crate) async fn wait_for_work_wakes_on_submit(db: &Db) {
+pub(crate) async fn work_events_wake_on_submit(db: &Db) {
     let store = db.default_store().await;
-    let waiter = store.clone();
-    // Let the waiter start listening, then submit from another store.
-    let started = Instant::now();
-    let wait = tokio::spawn(async move { waiter.wait_for_work(Duration::from_secs(60)).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let other = db.default_store().await;
-    if matches!(db, Db::Sqlite(_)) {
-        // SQLite wakes only waiters of the same process (same store).
-        submit(&store, single(1)).await;
-    } else {
-        submit(&other, single(1)).await;
-    }
-    tokio::time::timeout(Duration::from_secs(30), wait)
+    let mut events = store.work_events();
+    let sqlite = matches!(db, Db::Sqlite(_));
+    if !sqlite {
+        // The LISTEN connection, once up, signals its subscribers in case
+        // something came before it listened: let that signal pass.
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            events.wait(Duration::from_secs(60)),
+        )
         .await
-        .expect("woken long before the 60 s timeout")
-        .expect("waiter");
-    assert!(started.elapsed() < Duration::from_secs(30));
-    // With no work announced, the timeout bounds the wait.
-    store.wait_for_work(Duration::from_millis(50)).await;
+        .expect("the listener connects within 30 s");
+    }
+    // SQLite signals only the workers of the same process (same store);
+    // PostgreSQL those of every process.
+    let other = if sqlite {
+        store.clone()
+    } else {
+        db.default_store().await
+    };
+    submit(&other, single(1)).await;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        events.wait(Duration::from_secs(60)),
+    )
+    .await
+    .expect("woken long before the 60 s timeout");
+    // The signal counted once: with no more work, the timeout bounds the wait.
+    let started = Instant::now();
+    events.wait(Duration::from_millis(50)).await;
+    assert!(started.elapsed() >= Duration::from_millis(50));
+}
+
+/// A signal sent while no worker waits (each between an empty claim and
+/// its next wait) ends the next wait of every worker, not of one only.
+pub(crate) async fn a_signal_sent_between_waits_reaches_every_worker(db: &Db) {
+    let store = db.default_store().await;
+    let (mut first, mut second) = (store.work_events(), store.work_events());
+    if !matches!(db, Db::Sqlite(_)) {
+        // Let the listener's connection signal pass, for both.
+        for events in [&mut first, &mut second] {
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                events.wait(Duration::from_secs(60)),
+            )
+            .await
+            .expect("the listener connects within 30 s");
+        }
+    }
+    let w = worker(&store).await;
+    assert!(store.claim(w, 1).await.expect("claim").is_empty());
+    submit(&store, single(1)).await;
+    for events in [&mut first, &mut second] {
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            events.wait(Duration::from_secs(60)),
+        )
+        .await
+        .expect("a submission made while nobody waited ends each next wait");
+    }
+    assert_eq!(store.claim(w, 1).await.expect("claim").len(), 1);
 }
 
 /// Completing jobs announces their batch, with how many finished, to
@@ -178,10 +219,10 @@ pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db
         "{seen:?}"
     );
     // A wait for work ends at its timeout however many workers go idle
-    // meanwhile. (The listener's start woke waiters; that permit goes first.)
-    store.wait_for_work(Duration::from_millis(50)).await;
-    let waiter = store.clone();
-    let wait = tokio::spawn(async move { waiter.wait_for_work(Duration::from_secs(60)).await });
+    // meanwhile. (The listener is up: it signalled before the first
+    // announcement was heard, so before this subscription.)
+    let mut events = store.work_events();
+    let wait = tokio::spawn(async move { events.wait(Duration::from_secs(60)).await });
     idle.skip_pending();
     if !matches!(db, Db::Sqlite(_)) {
         // Anyone who can connect can NOTIFY: an announcement that names no

@@ -32,7 +32,7 @@ async fn store_survives_a_postgres_restart() {
     let submitted = submit(&store, batch(5)).await;
     let w = worker(&store).await;
     let held = store.claim(w, 2).await.expect("claim");
-    store.wait_for_work(Duration::from_millis(100)).await; // starts the listener
+    let mut events = store.work_events(); // starts the listener
     // The test cluster runs with synchronous_commit=off, and `stop` is an
     // immediate (crash) shutdown: give the WAL writer (every 200 ms) time to
     // hand our commits to the OS, as a default server would at commit.
@@ -57,10 +57,10 @@ async fn store_survives_a_postgres_restart() {
     // The listener fails to reconnect; waiting still ends at the timeout.
     tokio::time::timeout(
         Duration::from_secs(10),
-        store.wait_for_work(Duration::from_millis(200)),
+        events.wait(Duration::from_millis(200)),
     )
     .await
-    .expect("wait_for_work honours its timeout while the server is down");
+    .expect("a wait for work honours its timeout while the server is down");
 
     let cluster = tokio::task::spawn_blocking(move || {
         cluster.start().expect("start");
