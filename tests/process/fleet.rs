@@ -78,3 +78,54 @@ async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::R
     );
     Ok(())
 }
+
+/// A fault-free batch loses no lease, so no worker may say it did. The
+/// heartbeat here runs every 10 ms, far more often than the default, so
+/// that many of them read a task between the commit of its completion and
+/// the moment the worker reads that call's answer: a heartbeat there finds
+/// the lease gone, and must not take it for a takeover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_free_batch_reports_no_lost_lease() -> anyhow::Result<()> {
+    let Some(db) = mcq_testdb::postgres().await else {
+        return Ok(());
+    };
+    let logs = TempDir::new("mcq-process-true-warnings")?;
+    // Split jobs of four one-chunk tasks, and single-task jobs: both kinds
+    // of completion, each finishing in a millisecond or two.
+    let store = batch::store(&db.url, 1).await?;
+    let mut specs: Vec<_> = (0..40).map(|i| batch::spec(4, 6000 + i)).collect();
+    specs.extend((0..40).map(|i| batch::spec(1, 7000 + i)));
+    let batch_id = batch::submit(&store, specs.clone()).await?;
+    let args = [
+        "--concurrency",
+        "2",
+        "--heartbeat",
+        "0.01",
+        "--complete-wait-ms",
+        "0",
+    ];
+    let mut workers: Vec<McqProcess> = (0..2)
+        .map(|i| McqProcess::worker(&format!("worker{i}"), &db.url, &args, logs.path()))
+        .collect::<anyhow::Result<_>>()?;
+    let refs: Vec<&McqProcess> = workers.iter().collect();
+    batch::finish_and_check(&store, batch_id, &refs, &specs).await?;
+    for worker in &mut workers {
+        worker.terminate()?;
+        let status = worker.wait_timeout(std::time::Duration::from_secs(60))?;
+        assert!(status.success(), "{status:?}\n{}", worker.logs());
+        let log = worker.log_text();
+        for false_alarm in ["leases lost", "completions refused"] {
+            assert!(
+                !log.contains(false_alarm),
+                "a worker reported {false_alarm:?} in a fault-free run\n{}",
+                worker.logs()
+            );
+        }
+        assert!(
+            log.contains(" refused=0 "),
+            "the exit report counts no refusal\n{}",
+            worker.logs()
+        );
+    }
+    Ok(())
+}

@@ -208,6 +208,8 @@ impl Driver {
     /// Starts a claim of up to `n` tasks, sending the computed results along.
     fn start_claim(&mut self, n: usize) {
         let done = self.pending.take_done(self.rules.complete_batch);
+        self.held
+            .telling(done.iter().map(|(d, _)| (d.task_id, d.lease_token)));
         let (store, worker) = (self.store.clone(), self.worker);
         self.claim = Some(calls::spawn(calls::claim(store, worker, done, n)));
     }
@@ -269,6 +271,7 @@ impl Driver {
     /// Starts recording a batch of waiting results.
     fn start_flush(&mut self) {
         let batch = self.pending.take(self.rules.complete_batch);
+        self.held.telling(batch.leases());
         let (store, worker) = (self.store.clone(), self.worker);
         let (held, counters) = (self.held.clone(), self.counters.clone());
         self.flush = Some(calls::spawn(calls::record(
@@ -297,6 +300,7 @@ impl Driver {
             .iter()
             .map(|(t, _)| (t.task_id, t.lease_token))
             .collect();
+        self.held.telling(leases.iter().copied());
         match self.store.release(self.worker, &leases).await {
             Ok(()) => {
                 self.handed_off = true;
@@ -344,6 +348,7 @@ impl Driver {
         if unstarted.is_empty() {
             return;
         }
+        self.held.telling(unstarted.iter().copied());
         let (store, worker) = (&self.store, self.worker);
         if persist("release", &self.give_up, || {
             store.release(worker, &unstarted)

@@ -58,11 +58,12 @@ pub(crate) async fn renew_leases(
                     let stopped = held.cancel_leases(&presented_with(&reply.cancelled));
                     tracing::info!(tasks = ?reply.cancelled, stopped, "jobs cancelled: stopping their tasks");
                 }
-                // A task completed between the snapshot and the renewal is
-                // reported too; only one still held was really lost.
-                let stopped = held.cancel_leases(&presented_with(&reply.lost));
-                if stopped > 0 {
-                    tracing::warn!(tasks = ?reply.lost, stopped, "leases lost (expired and taken over): stopping those tasks");
+                // A task recorded between the snapshot and the renewal, or
+                // whose completion is in flight, is reported too; only one
+                // still held and not being told to the store was lost.
+                let lost = held.lose(&presented_with(&reply.lost));
+                if !lost.is_empty() {
+                    tracing::warn!(tasks = ?lost, "leases lost (expired and taken over): stopping those tasks");
                 }
             }
             Err(err) => {

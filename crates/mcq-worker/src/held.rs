@@ -7,6 +7,12 @@
 //! stale run's refusal would forget the new lease (which then expires
 //! unrenewed) and a "lost" report for the stale token would cancel the
 //! new run.
+//!
+//! A lease being told to the store (its result recorded, its failure or
+//! hand-back sent) is marked so: from the commit of that call until the
+//! loop has read its answer, the store no longer holds the lease, and a
+//! heartbeat that looks in between must not take the gap for a takeover.
+//! The call's own answer says whether the lease was still ours.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,15 +27,41 @@ pub(crate) type LeaseKey = (i64, Uuid);
 /// heartbeat, which renews and cancels.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    tasks: Mutex<HashMap<LeaseKey, Arc<AtomicBool>>>,
+    tasks: Mutex<HashMap<LeaseKey, Lease>>,
+}
+
+/// What the worker keeps of one lease.
+#[derive(Debug)]
+struct Lease {
+    /// Raised to stop the task's kernel at its next chunk boundary.
+    cancel: Arc<AtomicBool>,
+    /// A call telling the store about this lease has been sent; its answer,
+    /// not a heartbeat, says whether the lease was lost.
+    told: bool,
 }
 
 impl Held {
     /// Records a claimed task and returns its cancel flag.
     pub(crate) fn insert(&self, task_id: i64, token: Uuid) -> Arc<AtomicBool> {
         let cancel = Arc::new(AtomicBool::new(false));
-        self.lock().insert((task_id, token), cancel.clone());
+        let lease = Lease {
+            cancel: cancel.clone(),
+            told: false,
+        };
+        self.lock().insert((task_id, token), lease);
         cancel
+    }
+
+    /// Marks leases about to be told to the store (completed, failed or
+    /// handed back). The mark stays if the call fails and is sent again:
+    /// a call whose answer was lost may have committed.
+    pub(crate) fn telling(&self, leases: impl IntoIterator<Item = LeaseKey>) {
+        let mut tasks = self.lock();
+        for lease in leases {
+            if let Some(held) = tasks.get_mut(&lease) {
+                held.told = true;
+            }
+        }
     }
 
     /// Forgets leases the store no longer counts as ours.
@@ -46,14 +78,34 @@ impl Held {
         leases
             .iter()
             .filter_map(|lease| tasks.get(lease))
-            .inspect(|cancel| cancel.store(true, Ordering::Relaxed))
+            .inspect(|held| held.cancel.store(true, Ordering::Relaxed))
             .count()
+    }
+
+    /// Of leases the store no longer holds under their token, those really
+    /// lost: still held here and not being told to the store, whose call
+    /// may have ended them itself. Raises their cancel flags; returns their
+    /// task ids.
+    pub(crate) fn lose(&self, leases: &[LeaseKey]) -> Vec<i64> {
+        let tasks = self.lock();
+        leases
+            .iter()
+            .filter(|lease| {
+                tasks.get(lease).is_some_and(|held| {
+                    if !held.told {
+                        held.cancel.store(true, Ordering::Relaxed);
+                    }
+                    !held.told
+                })
+            })
+            .map(|&(id, _)| id)
+            .collect()
     }
 
     /// Raises every cancel flag (shutdown past its timeout).
     pub(crate) fn cancel_everything(&self) {
-        for cancel in self.lock().values() {
-            cancel.store(true, Ordering::Relaxed);
+        for held in self.lock().values() {
+            held.cancel.store(true, Ordering::Relaxed);
         }
     }
 
@@ -66,7 +118,7 @@ impl Held {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, Arc<AtomicBool>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, Lease>> {
         // A panic while holding this lock cannot leave the map half-updated
         // (each operation is one map call), so poisoning is safe to ignore.
         self.tasks
@@ -107,5 +159,23 @@ mod tests {
         // The stale run's refusal forgets only its own lease.
         held.remove_all([(7, stale)]);
         assert_eq!(held.snapshot(), vec![(7, fresh)]);
+    }
+
+    /// The store ends a lease when it accepts the completion; a heartbeat
+    /// that reads the task between that commit and the loop's reading of
+    /// the answer finds it gone, which is no loss.
+    #[test]
+    fn a_lease_being_told_to_the_store_is_not_lost_when_it_vanishes() {
+        let held = Held::default();
+        let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
+        let recorded = held.insert(1, ta);
+        let taken = held.insert(2, tb);
+        held.telling([(1, ta)]);
+        assert_eq!(held.lose(&[(1, ta), (2, tb)]), vec![2]);
+        assert!(!recorded.load(Ordering::Relaxed));
+        assert!(taken.load(Ordering::Relaxed));
+        // Forgotten once the answer is read: a later report names nothing.
+        held.remove_all([(1, ta)]);
+        assert!(held.lose(&[(1, ta)]).is_empty());
     }
 }

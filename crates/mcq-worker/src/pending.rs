@@ -29,6 +29,19 @@ pub(crate) struct Batch {
     pub(crate) cancelled: Vec<(Finished, Instant)>,
 }
 
+impl Batch {
+    /// The leases of every task in the batch.
+    pub(crate) fn leases(&self) -> Vec<crate::held::LeaseKey> {
+        let done = self.done.iter().map(|(d, _)| (d.task_id, d.lease_token));
+        let failed = self.failed.iter().map(|(f, _)| (f.task_id, f.lease_token));
+        let cancelled = self
+            .cancelled
+            .iter()
+            .map(|(f, _)| (f.task_id, f.lease_token));
+        done.chain(failed).chain(cancelled).collect()
+    }
+}
+
 /// A failed attempt waiting to be recorded.
 #[derive(Debug, Clone)]
 pub(crate) struct Failed {

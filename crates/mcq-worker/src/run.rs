@@ -124,6 +124,7 @@ pub(crate) async fn run(
 
     let leftover = held.snapshot();
     if !leftover.is_empty() {
+        held.telling(leftover.iter().copied());
         tracing::warn!(
             count = leftover.len(),
             "handing back tasks still held at shutdown"
