@@ -1,5 +1,5 @@
 //! The HTTP API of mcq (axum): submit jobs and batches, poll results by id,
-//! cancel, list workers.
+//! cancel, list workers; and the web dashboard at `/`.
 //!
 //! [`app`] builds the whole service from an [`AppState`]; `mcq serve` and
 //! the tests use the same constructor. Handlers never price anything: they
@@ -11,9 +11,11 @@
 // must be a checked conversion or state why it cannot truncate.
 #![warn(clippy::cast_possible_truncation)]
 
+mod dashboard;
 mod extract;
 mod health;
 mod openapi;
+mod origin;
 mod problem;
 mod read;
 mod submit;
@@ -29,6 +31,7 @@ use axum::routing::{MethodRouter, get, post};
 use axum::{Extension, Router};
 use mcq_queue::Store;
 
+pub use dashboard::{CONTENT_SECURITY_POLICY, dashboard_bytes};
 pub use mcq_api_types::PROBLEM_JSON;
 pub use openapi::{ApiDoc, openapi};
 pub use problem::ApiError;
@@ -86,9 +89,10 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
     ]
 }
 
-/// The whole service: routes, problem+json fallbacks, body limit, timeout.
+/// The whole service: routes, the dashboard, problem+json fallbacks, body
+/// limit, timeout, and the refusal of cross-origin writes.
 pub fn app(state: AppState) -> Router {
-    let mut router = Router::new();
+    let mut router = dashboard::router();
     for (_, path, route) in routes() {
         router = router.route(path, route);
     }
@@ -103,6 +107,7 @@ pub fn app(state: AppState) -> Router {
             state.config.request_timeout,
             timeout,
         ))
+        .layer(middleware::from_fn(origin::same_origin_writes))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

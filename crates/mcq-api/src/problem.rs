@@ -60,6 +60,9 @@ pub enum ApiError {
     /// The route exists but not with this method (405).
     #[error("method not allowed on this endpoint; see /openapi.json")]
     MethodNotAllowed,
+    /// A browser sent a state-changing request on behalf of another site (403).
+    #[error("state-changing requests from pages of another origin are refused")]
+    CrossOrigin,
     /// The idempotency key was used with a different request (409).
     #[error("the Idempotency-Key was already used with a different request")]
     IdempotencyConflict,
@@ -86,6 +89,7 @@ impl ApiError {
             ApiError::InvalidSpec { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::NotFound { .. } | ApiError::NoRoute(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::CrossOrigin => StatusCode::FORBIDDEN,
             ApiError::IdempotencyConflict => StatusCode::CONFLICT,
             ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -108,6 +112,7 @@ impl ApiError {
             ApiError::NotFound { .. } => ("/problems/not-found", "Not found"),
             ApiError::NoRoute(_) => ("/problems/no-route", "No such endpoint"),
             ApiError::MethodNotAllowed => ("/problems/method-not-allowed", "Method not allowed"),
+            ApiError::CrossOrigin => ("/problems/cross-origin", "Cross-origin request refused"),
             ApiError::IdempotencyConflict => {
                 ("/problems/idempotency-conflict", "Idempotency key conflict")
             }

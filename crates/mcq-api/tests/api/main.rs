@@ -2,6 +2,7 @@
 //! and real PostgreSQL databases. Every case runs on both backends.
 
 mod bad_input;
+mod dashboard;
 mod endpoints;
 mod harness;
 mod long_poll;

@@ -1,0 +1,81 @@
+"use strict";
+// Start-up: the router over the URL's hash, timers that pause in a hidden
+// tab, the API key prompt, and the status line.
+
+(function () {
+  const { el } = mcq;
+
+  mcq.debounce = function debounce(f, ms) {
+    let timer = null;
+    return (...args) => { clearTimeout(timer); timer = setTimeout(() => f(...args), ms); };
+  };
+
+  // Runs `f` now and then every `ms` (not while the tab is hidden); returns
+  // the function that stops it. A failed run shows in the status line.
+  mcq.every = function every(ms, f) {
+    let stopped = false, timer = null;
+    async function tick() {
+      if (stopped) return;
+      if (!document.hidden) {
+        try { await f(); mcq.setStatus("live"); } catch (error) { mcq.setStatus(error.message || String(error), true); }
+      }
+      if (!stopped) timer = setTimeout(tick, ms);
+    }
+    tick();
+    return () => { stopped = true; clearTimeout(timer); };
+  };
+
+  mcq.setStatus = function setStatus(text, isError) {
+    const status = document.getElementById("status");
+    status.textContent = text;
+    status.className = `status${isError ? " error" : text === "live" ? " live" : ""}`;
+  };
+
+  // Asks for a key and resolves once one is entered; concurrent 401s share one prompt.
+  let asking = null;
+  mcq.api.onUnauthorized = function (error) {
+    if (asking) return asking;
+    const dialog = document.getElementById("key-dialog");
+    const input = document.getElementById("key-input");
+    const message = document.getElementById("key-error");
+    message.hidden = !mcq.api.key;
+    message.textContent = mcq.api.key ? `The key was refused: ${error.message}` : "";
+    asking = new Promise((resolve) => {
+      const form = document.getElementById("key-form");
+      form.onsubmit = () => { mcq.api.key = input.value.trim(); input.value = ""; asking = null; resolve(); };
+      dialog.showModal();
+    });
+    return asking;
+  };
+
+  let stop = () => {};
+  function route() {
+    stop();
+    const main = document.getElementById("view");
+    const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+    const [name = "batches", ...args] = parts;
+    const view = { batches: mcq.views.batches, batch: mcq.views.batch, submit: mcq.views.submit,
+      workers: mcq.views.workers, queue: mcq.views.queue, compare: mcq.views.compare }[name];
+    for (const link of document.querySelectorAll("#nav a")) {
+      link.classList.toggle("active", link.dataset.view === (name === "batch" ? "batches" : name));
+    }
+    if (!view) {
+      main.replaceChildren(el("h1", {}, "Not found"), el("p", {}, el("a", { href: "#/" }, "Back to the batches")));
+      stop = () => {};
+      return;
+    }
+    document.title = `mcq · ${name}`;
+    stop = view(main, ...args) || (() => {});
+    window.scrollTo(0, 0);
+  }
+  window.addEventListener("hashchange", route);
+  route();
+
+  // The queue chart needs history: sample in the background from the start.
+  let sampling = false;
+  setInterval(() => {
+    if (document.hidden || sampling) return;
+    sampling = true;
+    mcq.sampleQueue().catch(() => {}).finally(() => { sampling = false; });
+  }, 2000);
+})();

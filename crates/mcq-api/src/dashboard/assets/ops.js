@@ -1,0 +1,194 @@
+"use strict";
+// The operator's views: workers, the queue over time, and two batches
+// compared side by side.
+
+(function () {
+  const { el, fmt, api } = mcq;
+
+  // Throughput worked out by the page where the server gives none: jobs
+  // done between two readings of the same worker.
+  const lastSeen = new Map();
+  function throughputOf(worker, now) {
+    if (Number.isFinite(worker.throughput_per_minute)) return worker.throughput_per_minute / 60;
+    if (Number.isFinite(worker.jobs_per_second)) return worker.jobs_per_second;
+    const prev = lastSeen.get(worker.id);
+    lastSeen.set(worker.id, { t: now, jobs: worker.jobs_done });
+    if (!prev || now - prev.t < 500) return prev && prev.rate !== undefined ? prev.rate : null;
+    const rate = ((worker.jobs_done - prev.jobs) * 1000) / (now - prev.t);
+    lastSeen.get(worker.id).rate = rate;
+    return rate;
+  }
+
+  mcq.workerName = (w) => `${w.hostname}:${w.pid}`;
+
+  mcq.views.workers = function (main) {
+    const tbody = el("tbody");
+    const chart = el("div", { class: "chart", id: "chart-workers" });
+    const note = el("p", { class: "muted small" });
+    main.replaceChildren(
+      el("h1", {}, "Workers"),
+      el("section", { class: "card table-wrap" }, el("table", { id: "workers-table" }, el("thead", {}, el("tr", {},
+        el("th", {}, "Worker"), el("th", {}, "State"), el("th", {}, "Started"), el("th", {}, "Last heartbeat"),
+        el("th", { class: "num" }, "Slots"), el("th", { class: "num" }, "Tasks held"), el("th", { class: "num" }, "Tasks done"),
+        el("th", { class: "num" }, "Jobs done"), el("th", { class: "num" }, "Jobs/s"))), tbody), note),
+      el("section", { class: "card" }, el("h2", {}, "Jobs done per worker"), chart));
+    async function refresh() {
+      const { workers } = await api.get("/v1/workers");
+      const now = Date.now();
+      workers.sort((a, b) => mcq.workerName(a).localeCompare(mcq.workerName(b), undefined, { numeric: true }));
+      tbody.replaceChildren(...(workers.length ? workers.map((w) => {
+        const rate = throughputOf(w, now);
+        const state = w.state || "active";
+        return el("tr", {},
+          el("td", {}, el("div", {}, mcq.workerName(w)), el("div", { class: "muted mono small" }, `…${fmt.short(w.id)}`)),
+          el("td", {}, el("span", { class: `badge wk-${state}` }, state)),
+          el("td", { title: fmt.time(w.started_at) }, fmt.ago(w.started_at)),
+          el("td", { title: fmt.time(w.last_heartbeat_at) }, fmt.ago(w.last_heartbeat_at)),
+          el("td", { class: "num" }, fmt.int(w.concurrency)),
+          el("td", { class: "num" }, w.tasks_held === undefined ? "–" : fmt.int(w.tasks_held)),
+          el("td", { class: "num" }, fmt.int(w.tasks_done)),
+          el("td", { class: "num" }, fmt.int(w.jobs_done)),
+          el("td", { class: "num" }, rate === null ? "…" : fmt.num(rate, 3)));
+      }) : [el("tr", {}, el("td", { colspan: 9, class: "empty" }, "No live worker. Start one with mcq worker, or mcq serve with embedded workers."))]));
+      note.textContent = `${workers.length} live worker${workers.length === 1 ? "" : "s"}, ${workers.reduce((s, w) => s + w.concurrency, 0)} compute slots; refreshed every 2 s.`;
+      mcq.charts.stackedBars(chart, workers.map((w) => ({ name: mcq.workerName(w).slice(-12), parts: [w.jobs_done] })),
+        [{ name: "jobs done", cls: "ph-compute" }], fmt.int);
+    }
+    return mcq.every(2000, refresh);
+  };
+
+  // Queue depth sampled by the page every 2 s while it is open, kept for
+  // ten minutes: from GET /v1/queue when the server has it, else summed
+  // over the unfinished batches the page can see.
+  const WINDOW_MS = 10 * 60 * 1000;
+  const samples = [];
+  let queueMissing = false;
+  mcq.sampleQueue = async function sampleQueue() {
+    let sample = null;
+    if (!queueMissing) {
+      try {
+        const q = await api.get("/v1/queue");
+        const depth = q.depth || q.counts || q;
+        sample = { t: Date.now(), queued: depth.queued || 0, running: depth.running || 0, oldest: q.oldest_queued_age_ms ?? q.oldest_queued_ms ?? null, source: "server" };
+      } catch (error) {
+        if (!(error instanceof mcq.ApiError) || !error.missing) throw error;
+        queueMissing = true;
+      }
+    }
+    if (!sample) {
+      const { batches } = await mcq.listBatches(50);
+      sample = { t: Date.now(), queued: 0, running: 0, oldest: null, source: "batches" };
+      for (const b of batches) { sample.queued += b.counts.queued; sample.running += b.counts.running; }
+    }
+    samples.push(sample);
+    while (samples.length && samples[0].t < Date.now() - WINDOW_MS) samples.shift();
+    return sample;
+  };
+
+  mcq.views.queue = function (main) {
+    const chart = el("div", { class: "chart", id: "chart-queue" });
+    const numbers = el("div", { class: "stats" });
+    const note = el("p", { class: "muted small" });
+    main.replaceChildren(el("h1", {}, "Queue"), numbers,
+      el("section", { class: "card" }, el("h2", {}, "Depth by state, last 10 minutes"), chart, note));
+    function draw() {
+      const last = samples[samples.length - 1];
+      numbers.replaceChildren(
+        el("div", { class: "stat" }, el("div", { class: "stat-name" }, "queued"), el("div", { class: "stat-value" }, last ? fmt.int(last.queued) : "–")),
+        el("div", { class: "stat" }, el("div", { class: "stat-name" }, "running"), el("div", { class: "stat-value" }, last ? fmt.int(last.running) : "–")),
+        el("div", { class: "stat" }, el("div", { class: "stat-name" }, "oldest queued"), el("div", { class: "stat-value" }, last && last.oldest !== null ? fmt.ms(last.oldest) : "–")));
+      mcq.charts.area(chart, samples, [
+        { key: "running", name: "running", cls: "st-running" },
+        { key: "queued", name: "queued", cls: "st-queued" }], WINDOW_MS);
+      note.textContent = last && last.source === "batches"
+        ? "This server has no queue endpoint: jobs counted over the batches listed on the Batches page."
+        : "Sampled by this page every 2 s while it is open.";
+    }
+    draw();
+    const stop = mcq.every(2000, async () => { if (!samples.length || Date.now() - samples[samples.length - 1].t > 1500) await mcq.sampleQueue(); draw(); });
+    const onResize = mcq.debounce(draw, 150);
+    window.addEventListener("resize", onResize);
+    return () => { stop(); window.removeEventListener("resize", onResize); };
+  };
+
+  mcq.views.compare = function (main, a, b) {
+    const pickers = el("form", { class: "card compare-pick", onsubmit: (e) => {
+      e.preventDefault();
+      location.hash = `#/compare/${selA.value.trim()}/${selB.value.trim()}`;
+    } });
+    const selA = el("input", { list: "batch-ids", value: a || "", placeholder: "first batch id", "aria-label": "First batch", required: true });
+    const selB = el("input", { list: "batch-ids", value: b || "", placeholder: "second batch id", "aria-label": "Second batch", required: true });
+    const options = el("datalist", { id: "batch-ids" });
+    pickers.append(selA, el("span", { class: "muted" }, "vs"), selB, options, el("button", { type: "submit", class: "primary" }, "Compare"));
+    const body = el("div");
+    main.replaceChildren(el("h1", {}, "Compare two batches"), pickers, body);
+    mcq.listBatches(50).then(({ batches }) => {
+      options.replaceChildren(...batches.map((x) => el("option", { value: x.id }, `${x.label || "(no label)"} · ${x.total} jobs · ${fmt.ago(x.timings.submitted_at)}`)));
+    }).catch(() => {});
+    if (!a || !b) {
+      body.append(el("p", { class: "muted" }, "Pick two batches, for example the same batch run with 2 and with 8 workers."));
+      return () => {};
+    }
+    let stopped = false;
+    async function load() {
+      const sides = await Promise.all([a, b].map(async (id) => {
+        const batch = await api.get(`/v1/batches/${id}`);
+        const jobs = await api.batchJobs(id, 5000);
+        const phases = jobs.map(mcq.stream.phasesOf).filter(Boolean);
+        mcq.stream.assignSlots(phases);
+        return { batch, phases, sum: mcq.stream.summary(phases) };
+      }));
+      if (stopped) return;
+      draw(sides);
+      if (sides.some((s) => !s.batch.done)) setTimeout(() => { if (!stopped) load().catch(showError); }, 2000);
+    }
+    function showError(error) { body.replaceChildren(el("p", { class: "error" }, error.message)); }
+    let last = null;
+    function draw(sides) {
+      last = sides || last;
+      if (!last) return;
+      const [A, B] = last;
+      const name = (s) => `${s === A ? "A" : "B"}: ${s.batch.label || `…${fmt.short(s.batch.id)}`}`;
+      const ratio = (x, y) => (x && y ? `${(x / y).toFixed(2)}×` : "–");
+      const rows = [
+        ["jobs", (s) => fmt.int(s.batch.total)],
+        ["workers used", (s) => (s.sum.workersKnown ? fmt.int(s.sum.lanes) : "–")],
+        ["wall time", (s) => fmt.ms(s.batch.timings.makespan_ms ?? s.sum.wall)],
+        ["compute total", (s) => fmt.ms(s.batch.timings.compute_ms_total)],
+        ["mean queue wait", (s) => fmt.ms(s.sum.wait)],
+        ["mean claim", (s) => fmt.ms(s.sum.claim)],
+        ["mean compute", (s) => fmt.ms(s.sum.computeMean)],
+        ["mean record", (s) => fmt.ms(s.sum.record)],
+        ["throughput", (s) => (s.sum.wall > 0 ? `${fmt.num((1000 * s.sum.jobs) / s.sum.wall, 3)} jobs/s` : "–")],
+        ["parallelism (compute / wall)", (s) => (s.sum.parallelism !== null ? `${s.sum.parallelism.toFixed(2)}×` : "–")],
+        ["efficiency (parallelism / workers)", (s) => (s.sum.efficiency !== null ? `${(100 * s.sum.efficiency).toFixed(0)}%` : "–")],
+      ];
+      const wallA = A.batch.timings.makespan_ms ?? A.sum.wall, wallB = B.batch.timings.makespan_ms ?? B.sum.wall;
+      const phaseChart = el("div", { class: "chart", id: "chart-compare-phases" });
+      const streamA = el("div", { class: "chart", id: "chart-compare-a" });
+      const streamB = el("div", { class: "chart", id: "chart-compare-b" });
+      body.replaceChildren(
+        el("section", { class: "card table-wrap" }, el("table", { id: "compare-table" },
+          el("thead", {}, el("tr", {}, el("th", {}, ""),
+            el("th", { class: "num" }, el("a", { href: `#/batch/${A.batch.id}` }, name(A))),
+            el("th", { class: "num" }, el("a", { href: `#/batch/${B.batch.id}` }, name(B))))),
+          el("tbody", {}, rows.map(([label, f]) => el("tr", {}, el("th", { scope: "row" }, label), el("td", { class: "num" }, f(A)), el("td", { class: "num" }, f(B)))))),
+          el("p", { class: "small" }, `Wall time of B over A: ${ratio(wallB, wallA)}; throughput of B over A: ${ratio(B.sum.jobs * A.sum.wall, A.sum.jobs * B.sum.wall)}.`),
+          el("p", { class: "small muted" }, mcq.stream.caveat(A.sum.estimated || !A.sum.workersKnown ? A.sum : B.sum))),
+        el("section", { class: "card" }, el("h2", {}, "Mean time per job by phase"), phaseChart),
+        el("div", { class: "grid2" },
+          el("section", { class: "card" }, el("h2", {}, `Task stream: ${name(A)}`), streamA),
+          el("section", { class: "card" }, el("h2", {}, `Task stream: ${name(B)}`), streamB)));
+      mcq.charts.stackedBars(phaseChart, [A, B].map((s) => ({ name: s === A ? "A" : "B", parts: [s.sum.wait || 0, s.sum.claim || 0, s.sum.computeMean || 0, s.sum.record || 0] })),
+        mcq.stream.PHASES, fmt.ms);
+      // One time axis for both streams, so that equal lengths mean equal times.
+      const span = Math.max(A.sum.wall, B.sum.wall, 1);
+      mcq.stream.draw(streamA, A.phases, { spanMs: span });
+      mcq.stream.draw(streamB, B.phases, { spanMs: span });
+    }
+    load().catch(showError);
+    const onResize = mcq.debounce(() => draw(), 150);
+    window.addEventListener("resize", onResize);
+    return () => { stopped = true; window.removeEventListener("resize", onResize); };
+  };
+})();

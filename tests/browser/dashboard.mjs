@@ -1,0 +1,157 @@
+// The dashboard in a real browser: submit batches through the form, wait
+// for them, and check every view's table rows and charts at a desktop and
+// a phone size, saving a screenshot of each view.
+//
+//   node tests/browser/dashboard.mjs http://127.0.0.1:PORT OUT_DIR
+//
+// CHROMIUM names the browser (default: chromium). Exits non-zero on the
+// first failed check, after saving a screenshot of what the page showed.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Browser } from "./cdp.mjs";
+
+const [base, out] = process.argv.slice(2);
+if (!base || !out) {
+  console.error("usage: dashboard.mjs SERVER_URL OUT_DIR");
+  process.exit(2);
+}
+mkdirSync(out, { recursive: true });
+const profile = mkdtempSync(join(tmpdir(), "mcq-dashboard-browser-"));
+const browser = Browser.launch(process.env.CHROMIUM || "chromium", profile);
+const sizes = [
+  { name: "desktop", width: 1280, height: 800, mobile: false },
+  { name: "phone", width: 390, height: 844, mobile: true },
+];
+
+function check(condition, what) {
+  if (!condition) throw new Error(`check failed: ${what}`);
+  console.log(`  ok: ${what}`);
+}
+
+// Every chart in `selector` drew an <svg> of non-zero size holding at
+// least `min` elements matching `mark`.
+async function chartDrew(page, selector, mark, min) {
+  const found = await page.waitFor(`(() => {
+    const svg = document.querySelector(${JSON.stringify(`${selector} svg`)});
+    if (!svg) return false;
+    const r = svg.getBoundingClientRect();
+    const n = svg.querySelectorAll(${JSON.stringify(mark)}).length;
+    return r.width > 0 && r.height > 0 && n >= ${min} ? { w: r.width, h: r.height, n } : false;
+  })()`, `${selector} to draw ${min}+ ${mark}`, 30000);
+  check(true, `${selector}: ${Math.round(found.w)}×${Math.round(found.h)} px, ${found.n} × ${mark}`);
+}
+
+async function shot(page, name) {
+  const file = join(out, `${name}.png`);
+  writeFileSync(file, await page.screenshot());
+  console.log(`  screenshot ${file}`);
+}
+
+const rows = (selector) => `document.querySelectorAll(${JSON.stringify(`${selector} tbody tr`)}).length`;
+
+// Fills the form and submits it with real clicks and typing.
+async function submitThroughForm(page, fields, sweep) {
+  await page.goto(`${base}/#/submit`);
+  await page.waitFor("!!document.querySelector('#submit-form')", "the submit form");
+  for (const [id, value] of Object.entries(fields)) await page.type(`#${id}`, value);
+  if (sweep) {
+    await page.select("#f-sweep", sweep.param);
+    await page.type("#f-sweep-from", sweep.from);
+    await page.type("#f-sweep-to", sweep.to);
+    await page.type("#f-sweep-steps", sweep.points);
+  }
+  const preview = await page.eval("document.querySelector('#submit-preview').textContent");
+  console.log(`  form: ${preview}`);
+  await page.click("#submit-button");
+  const id = await page.waitFor("(location.hash.match(/^#\\/batch\\/([0-9a-f-]{36})$/) || [])[1]", "the batch page after submitting");
+  return id;
+}
+
+async function batchFinished(page, jobs) {
+  await page.waitFor(`${rows("#jobs-table")} === ${jobs} &&
+    [...document.querySelectorAll('#jobs-table tbody .badge')].every((b) => b.textContent === 'succeeded')`,
+  `${jobs} succeeded jobs in the table`, 120000);
+  check(true, `${jobs} rows, all succeeded`);
+}
+
+let page;
+try {
+  page = await browser.newPage();
+  // A server without the batch list or the queue endpoint answers 405 or
+  // 404 there, and the page falls back to what it can work out itself.
+  page.allowed = (url, text) => /\/v1\/(batches|queue)(\?|$)/.test(new URL(url).pathname + new URL(url).search.slice(0, 1)) && /40[45]/.test(text);
+  await page.start();
+  const headers = (await fetch(`${base}/`)).headers;
+  check((headers.get("content-security-policy") || "").includes("script-src 'self'"), "the page carries a CSP without inline script");
+
+  await page.viewport(1280, 800, false);
+  // Defaults (the original sample, 20 periods) on few paths: quick, and exactly priceable.
+  const first = await submitThroughForm(page, { "f-runs": "20000", "f-count": "12", "f-label": "browser test: 12 calls" });
+  await batchFinished(page, 12);
+  const exact = await page.eval("[...document.querySelectorAll('.stat')].find((s) => s.textContent.startsWith('exact price')).textContent");
+  check(exact.includes("9.530286"), `the exact price is shown (${exact})`);
+  const second = await submitThroughForm(page,
+    { "f-runs": "20000", "f-count": "3", "f-label": "browser test: strike sweep" },
+    { param: "exercise", from: "25", to: "35", points: "4" });
+  await batchFinished(page, 12);
+
+  for (const size of sizes) {
+    console.log(`${size.name} (${size.width}×${size.height})`);
+    await page.viewport(size.width, size.height, size.mobile);
+
+    await page.goto(`${base}/#/batch/${first}`);
+    await batchFinished(page, 12);
+    await chartDrew(page, "#chart-histogram", "rect.bar", 1);
+    await chartDrew(page, "#chart-histogram", "line.mark.exact", 1);
+    await chartDrew(page, "#chart-intervals", "g.interval", 12);
+    await chartDrew(page, "#chart-stream", "rect.phase", 12);
+    await shot(page, `batch-${size.name}`);
+
+    await page.goto(`${base}/#/`);
+    await page.waitFor(`${rows("#batches-table")} >= 2`, "two batches listed");
+    const listed = await page.eval(`[...document.querySelectorAll('#batches-table tbody tr')].map((r) => r.dataset.id)`);
+    check(listed.includes(first) && listed.includes(second), "both batches are listed");
+    await shot(page, `batches-${size.name}`);
+
+    await page.goto(`${base}/#/compare/${first}/${second}`);
+    await page.waitFor(`${rows("#compare-table")} >= 10`, "the comparison table");
+    await chartDrew(page, "#chart-compare-phases", "rect.phase", 2);
+    await chartDrew(page, "#chart-compare-a", "rect.phase", 12);
+    await chartDrew(page, "#chart-compare-b", "rect.phase", 12);
+    await shot(page, `compare-${size.name}`);
+
+    await page.goto(`${base}/#/workers`);
+    await page.waitFor(`${rows("#workers-table")} >= 1 && !document.querySelector('#workers-table td.empty')`, "a live worker");
+    await chartDrew(page, "#chart-workers", "rect.phase", 1);
+    await shot(page, `workers-${size.name}`);
+
+    await page.goto(`${base}/#/queue`);
+    await chartDrew(page, "#chart-queue", "line.grid", 1);
+    await page.waitFor("document.querySelectorAll('#chart-queue polygon.area').length >= 2", "two queue samples drawn", 30000);
+    await shot(page, `queue-${size.name}`);
+
+    await page.goto(`${base}/#/submit`);
+    await page.waitFor("!!document.querySelector('#submit-form')", "the submit form");
+    await shot(page, `submit-${size.name}`);
+
+    // Wide tables scroll inside their cards; the page itself never scrolls sideways.
+    const overflow = await page.eval("document.documentElement.scrollWidth - document.documentElement.clientWidth");
+    check(overflow <= 0, `no sideways scrolling at ${size.width} px (overflow ${overflow})`);
+  }
+  check(page.errors.length === 0, `no script error, CSP violation or failed request on the page${page.errors.length ? `:\n${page.errors.join("\n")}` : ""}`);
+  console.log("dashboard: every check passed");
+} catch (error) {
+  console.error(`dashboard: FAIL: ${error.message}`);
+  if (page) {
+    if (page.errors.length) console.error(`page errors:\n${page.errors.join("\n")}`);
+    try {
+      await shot(page, "failure");
+      console.error(await page.eval("document.body.innerText.slice(0, 2000)"));
+    } catch (_) { /* the page is gone */ }
+  }
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+}
