@@ -168,7 +168,7 @@
       const streamA = el("div", { class: "chart", id: "chart-compare-a" });
       const streamB = el("div", { class: "chart", id: "chart-compare-b" });
       body.replaceChildren(
-        el("section", { class: "card table-wrap" }, el("table", { id: "compare-table" },
+        el("section", { class: "card table-wrap" }, el("table", { id: "compare-table", class: "compare" },
           el("thead", {}, el("tr", {}, el("th", {}, ""),
             el("th", { class: "num" }, el("a", { href: `#/batch/${A.batch.id}` }, name(A))),
             el("th", { class: "num" }, el("a", { href: `#/batch/${B.batch.id}` }, name(B))))),

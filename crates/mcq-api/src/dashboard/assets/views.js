@@ -117,8 +117,8 @@ mcq.views = {};
     return mcq.every(2000, refresh);
   };
 
-  function stat(name, value, hint) {
-    return el("div", { class: "stat", title: hint || null }, el("div", { class: "stat-name" }, name), el("div", { class: "stat-value" }, value));
+  function stat(name, value, hint, cls) {
+    return el("div", { class: "stat", title: hint || null }, el("div", { class: "stat-name" }, name), el("div", { class: `stat-value${cls ? ` ${cls}` : ""}` }, value));
   }
 
   // The exact price to mark for a job: its own when priced exactly, else
@@ -180,7 +180,7 @@ mcq.views = {};
         stat("mean price", s ? fmt.fixed(s.mean, 6) : "–"),
         stat("std error of mean", s ? fmt.num(s.std_error, 3) : "–", "stddev / √count over the succeeded prices"),
         stat("std dev", s ? fmt.num(s.stddev, 3) : "–"),
-        stat("min … max", s ? `${fmt.fixed(s.min, 4)} … ${fmt.fixed(s.max, 4)}` : "–"),
+        stat("min … max", s ? `${fmt.fixed(s.min, 4)} … ${fmt.fixed(s.max, 4)}` : "–", null, "range"),
         stat("exact price", single !== null ? fmt.fixed(single, 6) : "–", single === null ? "shown when every job shares one model of at most 40 periods" : null),
         stat("wall time", fmt.ms(batch.timings.makespan_ms), "last result recorded − submission"),
         stat("compute total", fmt.ms(batch.timings.compute_ms_total)),
