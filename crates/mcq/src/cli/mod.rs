@@ -106,8 +106,24 @@ pub(crate) fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
 }
 
 /// Runs the parsed command.
+/// Whether a command is one whose output people pipe into `head`, `jq`
+/// or `grep`. Such a command ends quietly when the reader goes away, as
+/// Unix tools do (killed by `SIGPIPE`), rather than panicking on the
+/// failed write. The commands that run a server or workers in this
+/// process keep Rust's default, so that a closed pipe can never take
+/// down the work they are doing.
+fn writes_for_pipes(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Serve(_) | Command::Worker(_) | Command::Demo(_) | Command::Bench(_)
+    )
+}
+
 pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
     color::set(cli.color);
+    if writes_for_pipes(&cli.command) {
+        sigpipe::reset();
+    }
     match cli.command {
         Command::Price(args) => price::run(args),
         Command::Serve(args) => serve::run(args),

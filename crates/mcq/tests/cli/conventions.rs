@@ -218,3 +218,36 @@ fn first_log_line(flags: &[&str]) -> String {
     assert!(line.contains("database unreachable"), "{line}");
     line
 }
+
+/// Output piped into a reader that stops early (`mcq … | head -1`) ends
+/// the command as it ends Unix tools, by `SIGPIPE`, never in a panic.
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+
+    for args in [
+        &["completions", "bash"][..],
+        &["man"],
+        &["price", "--runs", "1000", "--seed", "1"],
+    ] {
+        let mut child = mcq()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mcq");
+        // Close the read end before the command writes anything, so its
+        // first write finds no reader.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        // Killed by SIGPIPE, or done already if it ignored the failed write.
+        assert!(
+            out.status.signal() == Some(13) || out.status.success(),
+            "{args:?} should end by SIGPIPE: {:?} {stderr}",
+            out.status
+        );
+    }
+}
