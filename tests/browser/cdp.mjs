@@ -86,7 +86,11 @@ export class Page {
     this.errors = [];
     browser.on((m) => {
       if (m.sessionId !== sessionId) return;
-      if (m.method === "Runtime.exceptionThrown") {
+      if (m.method === "Page.javascriptDialogOpening") {
+        // confirm() before a cancel: answered as a user would, yes.
+        this.dialogs = (this.dialogs || 0) + 1;
+        this.send("Page.handleJavaScriptDialog", { accept: true }).catch(() => {});
+      } else if (m.method === "Runtime.exceptionThrown") {
         const d = m.params.exceptionDetails;
         this.errors.push(`exception: ${(d.exception && d.exception.description) || d.text}`);
       } else if (m.method === "Runtime.consoleAPICalled" && m.params.type === "error") {

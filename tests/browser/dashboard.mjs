@@ -95,6 +95,24 @@ try {
     { "f-runs": "20000", "f-count": "3", "f-label": "browser test: strike sweep" },
     { param: "exercise", from: "25", to: "35", points: "4" });
   await batchFinished(page, 12);
+  // A batch far too long to finish on its own (1,000 × 10M paths, minutes
+  // on two workers), cancelled from its page: the cancel button's POST
+  // passes the server's cross-origin check as the dashboard's own call.
+  const long = await submitThroughForm(page, { "f-runs": "1e7", "f-count": "1000", "f-label": "browser test: cancelled" });
+  await page.waitFor("!!document.querySelector('button.danger:not([hidden])')", "the cancel button");
+  // The queue view's history then holds the batch's queued jobs.
+  const depth = await page.waitFor("mcq.sampleQueue().then((s) => s.queued > 0 && s)", "a queue sample with jobs queued");
+  check(depth.queued > 0, `the queue sample sees ${depth.queued} queued, ${depth.running} running`);
+  await page.click("button.danger");
+  const cancelled = await page.waitFor(`(() => {
+    const count = (state) => {
+      const chip = [...document.querySelectorAll('.chip')].find((c) => c.textContent.startsWith(state));
+      return chip ? Number(chip.querySelector('b').textContent.replace(/,/g, '')) : NaN;
+    };
+    return count('queued') === 0 && count('running') === 0 ? count('cancelled') : 0;
+  })()`, "the cancelled batch to be done", 120000);
+  check(page.dialogs === 1, "cancelling asked for confirmation once");
+  check(cancelled > 0, `${cancelled} of 1000 jobs of ${long} cancelled from the batch page`);
 
   for (const size of sizes) {
     console.log(`${size.name} (${size.width}×${size.height})`);

@@ -169,7 +169,7 @@ mcq.charts = (function () {
     const y = scale(0, top * 1.1, box.bottom, box.top);
     const xTicks = ticks(-windowMs / 1000, 0, Math.max(3, Math.floor((box.right - box.left) / 80)));
     const yTicks = ticks(0, top * 1.1, 4).filter(Number.isInteger);
-    axes(svg, box, (t) => x(now + t * 1000), xTicks, (t) => (t === 0 ? "now" : `${Math.round(t)} s`), y, yTicks, fmt.int);
+    axes(svg, box, (t) => x(now + t * 1000), xTicks, (t) => (t === 0 ? "now" : Math.abs(t) >= 120 ? `${+(t / 60).toFixed(1)} min` : `${Math.round(t)} s`), y, yTicks, fmt.int);
     const base = samples.map(() => 0);
     for (const s of series) {
       if (!samples.length) break;

@@ -28,8 +28,8 @@
     main.replaceChildren(
       el("h1", {}, "Workers"),
       el("section", { class: "card table-wrap" }, el("table", { id: "workers-table" }, el("thead", {}, el("tr", {},
-        el("th", {}, "Worker"), el("th", {}, "State"), el("th", {}, "Started"), el("th", {}, "Last heartbeat"),
-        el("th", { class: "num" }, "Slots"), el("th", { class: "num" }, "Tasks held"), el("th", { class: "num" }, "Tasks done"),
+        el("th", {}, "Worker"), el("th", {}, "State"), el("th", { class: "opt" }, "Started"), el("th", {}, "Last heartbeat"),
+        el("th", { class: "num opt" }, "Slots"), el("th", { class: "num opt" }, "Tasks held"), el("th", { class: "num opt" }, "Tasks done"),
         el("th", { class: "num" }, "Jobs done"), el("th", { class: "num" }, "Jobs/s"))), tbody), note),
       el("section", { class: "card" }, el("h2", {}, "Jobs done per worker"), chart));
     async function refresh() {
@@ -42,16 +42,16 @@
         return el("tr", {},
           el("td", {}, el("div", {}, mcq.workerName(w)), el("div", { class: "muted mono small" }, `…${fmt.short(w.id)}`)),
           el("td", {}, el("span", { class: `badge wk-${state}` }, state)),
-          el("td", { title: fmt.time(w.started_at) }, fmt.ago(w.started_at)),
+          el("td", { class: "opt", title: fmt.time(w.started_at) }, fmt.ago(w.started_at)),
           el("td", { title: fmt.time(w.last_heartbeat_at) }, fmt.ago(w.last_heartbeat_at)),
-          el("td", { class: "num" }, fmt.int(w.concurrency)),
-          el("td", { class: "num" }, w.tasks_held === undefined ? "–" : fmt.int(w.tasks_held)),
-          el("td", { class: "num" }, fmt.int(w.tasks_done)),
+          el("td", { class: "num opt" }, fmt.int(w.concurrency)),
+          el("td", { class: "num opt" }, w.tasks_held === undefined ? "–" : fmt.int(w.tasks_held)),
+          el("td", { class: "num opt" }, fmt.int(w.tasks_done)),
           el("td", { class: "num" }, fmt.int(w.jobs_done)),
           el("td", { class: "num" }, rate === null ? "…" : fmt.num(rate, 3)));
       }) : [el("tr", {}, el("td", { colspan: 9, class: "empty" }, "No live worker. Start one with mcq worker, or mcq serve with embedded workers."))]));
       note.textContent = `${workers.length} live worker${workers.length === 1 ? "" : "s"}, ${workers.reduce((s, w) => s + w.concurrency, 0)} compute slots; refreshed every 2 s.`;
-      mcq.charts.stackedBars(chart, workers.map((w) => ({ name: mcq.workerName(w).slice(-12), parts: [w.jobs_done] })),
+      mcq.charts.stackedBars(chart, workers.map((w) => ({ name: `${mcq.workerName(w).slice(-14)} …${w.id.slice(-4)}`, parts: [w.jobs_done] })),
         [{ name: "jobs done", cls: "ph-compute" }], fmt.int);
     }
     return mcq.every(2000, refresh);
@@ -90,16 +90,19 @@
     const numbers = el("div", { class: "stats" });
     const note = el("p", { class: "muted small" });
     main.replaceChildren(el("h1", {}, "Queue"), numbers,
-      el("section", { class: "card" }, el("h2", {}, "Depth by state, last 10 minutes"), chart, note));
+      el("section", { class: "card" }, el("h2", {}, "Jobs queued and running, up to the last 10 minutes"), chart, note));
     function draw() {
       const last = samples[samples.length - 1];
       numbers.replaceChildren(
         el("div", { class: "stat" }, el("div", { class: "stat-name" }, "queued"), el("div", { class: "stat-value" }, last ? fmt.int(last.queued) : "–")),
         el("div", { class: "stat" }, el("div", { class: "stat-name" }, "running"), el("div", { class: "stat-value" }, last ? fmt.int(last.running) : "–")),
         el("div", { class: "stat" }, el("div", { class: "stat-name" }, "oldest queued"), el("div", { class: "stat-value" }, last && last.oldest !== null ? fmt.ms(last.oldest) : "–")));
+      // The time axis spans what was sampled (at least a minute), so a
+      // freshly opened page does not squeeze its history into one edge.
+      const span = samples.length ? Math.min(WINDOW_MS, Math.max(60000, samples[samples.length - 1].t - samples[0].t)) : 60000;
       mcq.charts.area(chart, samples, [
         { key: "running", name: "running", cls: "st-running" },
-        { key: "queued", name: "queued", cls: "st-queued" }], WINDOW_MS);
+        { key: "queued", name: "queued", cls: "st-queued" }], span);
       note.textContent = last && last.source === "batches"
         ? "This server has no queue endpoint: jobs counted over the batches listed on the Batches page."
         : "Sampled by this page every 2 s while it is open.";

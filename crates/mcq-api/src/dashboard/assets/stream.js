@@ -98,7 +98,7 @@ mcq.stream = (function () {
     for (const ph of PHASES) {
       svg.append(node("rect", { x: lx, y: 6, width: 10, height: 10, class: `swatch ${ph.cls}` }));
       label(svg, lx + 14, 15, ph.name);
-      lx += (narrow ? 18 : 24) + ph.name.length * 6.2;
+      lx += (narrow ? 16 : 24) + ph.name.length * 7;
     }
     let y = box.top;
     for (const lane of lanes) {

@@ -56,18 +56,21 @@ mcq.views = {};
     const known = mcq.known.list().slice(0, limit);
     const batches = await Promise.all(known.map((k) =>
       api.get(`/v1/batches/${k.id}`).catch((e) => (e.status === 404 ? null : Promise.reject(e)))));
-    return { batches: batches.filter(Boolean), source: "browser" };
+    const found = batches.filter(Boolean);
+    found.sort((a, b) => Date.parse(b.timings.submitted_at) - Date.parse(a.timings.submitted_at));
+    return { batches: found, source: "browser" };
   };
 
   mcq.views.batches = function (main) {
     const selected = new Set();
+    let shown = "";
     const tbody = el("tbody");
     const note = el("p", { class: "muted small" });
     const compareButton = el("button", { type: "button", disabled: true, onclick: () => {
       const [a, b] = [...selected];
       location.hash = `#/compare/${a}/${b}`;
     } }, "Compare selected");
-    const openInput = el("input", { type: "text", placeholder: "batch id", "aria-label": "Batch id", size: 38 });
+    const openInput = el("input", { type: "text", placeholder: "batch id", "aria-label": "Batch id", class: "batch-id" });
     main.replaceChildren(
       el("div", { class: "title-row" },
         el("h1", {}, "Batches"),
@@ -79,9 +82,9 @@ mcq.views = {};
       el("div", { class: "card table-wrap" },
         el("table", { class: "batches", id: "batches-table" },
           el("thead", {}, el("tr", {},
-            el("th", { class: "sel" }, ""), el("th", {}, "Batch"), el("th", {}, "Submitted"),
-            el("th", { class: "wide" }, "Progress"), el("th", { class: "num" }, "Jobs"),
-            el("th", { class: "num" }, "Mean price ± s.e."), el("th", { class: "num" }, "Wall time"), el("th", {}, "State"))),
+            el("th", { class: "sel" }, ""), el("th", {}, "Batch"), el("th", { class: "opt" }, "Submitted"),
+            el("th", { class: "wide" }, "Progress"), el("th", { class: "num opt" }, "Jobs"),
+            el("th", { class: "num" }, "Mean price ± s.e."), el("th", { class: "num opt" }, "Wall time"), el("th", { class: "opt" }, "State"))),
           tbody)),
       note);
 
@@ -90,6 +93,11 @@ mcq.views = {};
       note.textContent = source === "server"
         ? "Newest first; refreshed every 2 s."
         : "This server lists no batches: shown are the batches submitted from this browser. Refreshed every 2 s.";
+      // Rows are rebuilt only when a batch changed, so that a click on a
+      // row is not lost to a refresh that replaces it.
+      const key = JSON.stringify(batches) + (batches.length ? fmt.ago(batches[0].timings.submitted_at) : "");
+      if (key === shown) return;
+      shown = key;
       if (!batches.length) {
         tbody.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "empty" },
           "No batch yet. ", el("a", { href: "#/submit" }, "Submit one"), ".")));
@@ -105,12 +113,12 @@ mcq.views = {};
         return el("tr", { dataset: { id: b.id } },
           el("td", { class: "sel" }, box),
           el("td", {}, el("a", { href: `#/batch/${b.id}` }, b.label || "(no label)"), el("div", { class: "muted mono small" }, `…${fmt.short(b.id)}`)),
-          el("td", { title: fmt.time(b.timings.submitted_at) }, fmt.ago(b.timings.submitted_at)),
+          el("td", { class: "opt", title: fmt.time(b.timings.submitted_at) }, fmt.ago(b.timings.submitted_at)),
           el("td", { class: "wide" }, mcq.progress(b), el("div", { class: "small muted" }, `${fmt.int(finishedOf(b))} of ${fmt.int(b.total)} finished`)),
-          el("td", { class: "num" }, fmt.int(b.total)),
+          el("td", { class: "num opt" }, fmt.int(b.total)),
           el("td", { class: "num" }, s ? `${fmt.fixed(s.mean, 4)} ± ${fmt.num(s.std_error, 2)}` : "–"),
-          el("td", { class: "num" }, fmt.ms(b.timings.makespan_ms)),
-          el("td", {}, badge(b)));
+          el("td", { class: "num opt" }, fmt.ms(b.timings.makespan_ms)),
+          el("td", { class: "opt" }, badge(b)));
       }));
       compareButton.disabled = selected.size !== 2;
     }
@@ -130,13 +138,24 @@ mcq.views = {};
 
   mcq.views.batch = function (main, id) {
     let stopped = false;
-    const head = el("div");
+    // Built once: a button replaced while it is being clicked loses the click.
+    const title = el("h1", {}, "Batch");
+    const cancel = el("button", { type: "button", class: "danger", hidden: true, onclick: async () => {
+      // The running poll sees the cancellation within its next long poll.
+      if (confirm("Cancel every unfinished job of this batch?")) await api.post(`/v1/batches/${id}/cancel`);
+    } }, "Cancel batch");
+    const progressCard = el("div", { class: "card" }, el("p", { class: "muted" }, "Loading…"));
+    const head = el("div", {},
+      el("div", { class: "title-row" }, title,
+        el("div", { class: "actions" }, cancel, el("a", { class: "button", href: `#/compare/${id}` }, "Compare with…"))),
+      progressCard);
     const statsBox = el("div", { class: "stats" });
     const histogram = el("div", { class: "chart", id: "chart-histogram" });
     const intervals = el("div", { class: "chart", id: "chart-intervals" });
     const stream = el("div", { class: "chart", id: "chart-stream" });
     const jobsBody = el("tbody");
     const jobsNote = el("p", { class: "muted small" });
+    const showAllButton = el("button", { type: "button", hidden: true, onclick: () => { showAll = true; draw(); } });
     const streamNote = el("p", { class: "muted small" });
     let showAll = false;
     main.replaceChildren(head, statsBox,
@@ -148,29 +167,23 @@ mcq.views = {};
       el("section", { class: "card table-wrap" }, el("h2", {}, "Jobs"),
         el("table", { class: "jobs", id: "jobs-table" }, el("thead", {}, el("tr", {},
           el("th", { class: "num" }, "#"), el("th", {}, "State"), el("th", { class: "num" }, "Price"),
-          el("th", { class: "num" }, "95% interval"), el("th", { class: "num" }, "Std error"), el("th", { class: "num" }, "Paths"),
-          el("th", {}, "Method"), el("th", { class: "num" }, "Queue wait"), el("th", { class: "num" }, "Compute"))), jobsBody),
-        jobsNote));
+          el("th", { class: "num" }, "95% interval"), el("th", { class: "num opt" }, "Std error"), el("th", { class: "num opt" }, "Paths"),
+          el("th", { class: "opt" }, "Method"), el("th", { class: "num opt" }, "Queue wait"), el("th", { class: "num opt" }, "Compute"))), jobsBody),
+        jobsNote, showAllButton));
 
     let batch = null, jobs = [];
     function draw() {
       if (!batch) return;
       const [stateText] = mcq.batchState(batch);
       const s = batch.stats;
-      head.replaceChildren(
-        el("div", { class: "title-row" },
-          el("h1", {}, batch.label || "Batch", " ", el("span", { class: "muted mono small" }, batch.id)),
-          el("div", { class: "actions" },
-            !batch.done && el("button", { type: "button", class: "danger", onclick: async () => {
-              if (confirm("Cancel every unfinished job of this batch?")) { await api.post(`/v1/batches/${id}/cancel`); poll(); }
-            } }, "Cancel batch"),
-            el("a", { class: "button", href: `#/compare/${id}` }, "Compare with…"))),
-        el("div", { class: "card" },
-          el("div", { class: "progress-head" },
-            el("strong", {}, `${fmt.int(finishedOf(batch))} of ${fmt.int(batch.total)} jobs finished`),
-            el("span", { class: "muted" }, ` · ${stateText} · submitted ${fmt.time(batch.timings.submitted_at)}`)),
-          mcq.progress(batch, true),
-          el("div", { class: "chips" }, STATES.map((st) => el("span", { class: `chip st-${st}` }, `${st} `, el("b", {}, fmt.int(batch.counts[st])))))));
+      title.replaceChildren(batch.label || "Batch", " ", el("span", { class: "muted mono small" }, batch.id));
+      cancel.hidden = batch.done;
+      progressCard.replaceChildren(
+        el("div", { class: "progress-head" },
+          el("strong", {}, `${fmt.int(finishedOf(batch))} of ${fmt.int(batch.total)} jobs finished`),
+          el("span", { class: "muted" }, ` · ${stateText} · submitted ${fmt.time(batch.timings.submitted_at)}`)),
+        mcq.progress(batch, true),
+        el("div", { class: "chips" }, STATES.map((st) => el("span", { class: `chip st-${st}` }, `${st} `, el("b", {}, fmt.int(batch.counts[st]))))));
       const exacts = jobs.map(exactOf);
       const single = exacts.length && exacts.every((e) => e !== null && e === exacts[0]) ? exacts[0] : null;
       const phases = jobs.filter((j) => j.state === "succeeded" || j.state === "failed").map(mcq.stream.phasesOf).filter(Boolean);
@@ -203,15 +216,15 @@ mcq.views = {};
           el("td", {}, el("span", { class: `badge st-${j.state}`, title: j.error || null }, j.state)),
           el("td", { class: "num" }, r ? r.price.toFixed(6) : "–"),
           el("td", { class: "num" }, r ? `${r.ci95[0].toFixed(4)} … ${r.ci95[1].toFixed(4)}` : "–"),
-          el("td", { class: "num" }, r ? fmt.num(r.std_error, 3) : "–"),
-          el("td", { class: "num" }, r ? fmt.int(r.paths) : fmt.int(j.spec.runs)),
-          el("td", {}, r ? `${r.method}${r.variance_reduction && r.variance_reduction !== "none" ? ` · ${r.variance_reduction}` : ""}` : j.spec.method),
-          el("td", { class: "num" }, fmt.ms(j.timings.queue_wait_ms)),
-          el("td", { class: "num" }, fmt.ms(j.timings.compute_ms)));
+          el("td", { class: "num opt" }, r ? fmt.num(r.std_error, 3) : "–"),
+          el("td", { class: "num opt" }, r ? fmt.int(r.paths) : fmt.int(j.spec.runs)),
+          el("td", { class: "opt" }, r ? `${r.method}${r.variance_reduction && r.variance_reduction !== "none" ? ` · ${r.variance_reduction}` : ""}` : j.spec.method),
+          el("td", { class: "num opt" }, fmt.ms(j.timings.queue_wait_ms)),
+          el("td", { class: "num opt" }, fmt.ms(j.timings.compute_ms)));
       }));
-      jobsNote.replaceChildren(
-        jobs.length < batch.total ? `Charts and table show the first ${fmt.int(jobs.length)} of ${fmt.int(batch.total)} jobs. ` : "",
-        !showAll && jobs.length > 100 ? el("button", { type: "button", onclick: () => { showAll = true; draw(); } }, `Show all ${fmt.int(jobs.length)} rows`) : "");
+      jobsNote.textContent = jobs.length < batch.total ? `Charts and table show the first ${fmt.int(jobs.length)} of ${fmt.int(batch.total)} jobs.` : "";
+      showAllButton.hidden = showAll || jobs.length <= 100;
+      showAllButton.textContent = `Show all ${fmt.int(jobs.length)} rows`;
     }
 
     async function poll() {
