@@ -5,18 +5,17 @@
 (function () {
   const { el, fmt, api } = mcq;
 
-  // Throughput worked out by the page where the server gives none: jobs
-  // done between two readings of the same worker.
+  // Throughput: the tasks a worker recorded in the minute before its last
+  // heartbeat when the server reports it, else worked out by the page from
+  // the tasks done between two readings of the same worker.
   const lastSeen = new Map();
   function throughputOf(worker, now) {
-    if (Number.isFinite(worker.throughput_per_minute)) return worker.throughput_per_minute / 60;
-    if (Number.isFinite(worker.jobs_per_second)) return worker.jobs_per_second;
+    if (Number.isFinite(worker.tasks_last_minute)) return `${fmt.int(worker.tasks_last_minute)} tasks/min`;
     const prev = lastSeen.get(worker.id);
-    lastSeen.set(worker.id, { t: now, jobs: worker.jobs_done });
-    if (!prev || now - prev.t < 500) return prev && prev.rate !== undefined ? prev.rate : null;
-    const rate = ((worker.jobs_done - prev.jobs) * 1000) / (now - prev.t);
-    lastSeen.get(worker.id).rate = rate;
-    return rate;
+    if (!prev || now - prev.t >= 1500) lastSeen.set(worker.id, { t: now, tasks: worker.tasks_done, rate: prev && prev.rate });
+    if (prev && now - prev.t >= 1500) lastSeen.get(worker.id).rate = ((worker.tasks_done - prev.tasks) * 60000) / (now - prev.t);
+    const rate = lastSeen.get(worker.id).rate;
+    return rate === undefined || rate === null ? "…" : `${fmt.num(rate, 3)} tasks/min`;
   }
 
   mcq.workerName = (w) => `${w.hostname}:${w.pid}`;
@@ -30,7 +29,7 @@
       el("section", { class: "card table-wrap" }, el("table", { id: "workers-table" }, el("thead", {}, el("tr", {},
         el("th", {}, "Worker"), el("th", {}, "State"), el("th", { class: "opt" }, "Started"), el("th", {}, "Last heartbeat"),
         el("th", { class: "num opt" }, "Slots"), el("th", { class: "num opt" }, "Tasks held"), el("th", { class: "num opt" }, "Tasks done"),
-        el("th", { class: "num" }, "Jobs done"), el("th", { class: "num" }, "Jobs/s"))), tbody), note),
+        el("th", { class: "num" }, "Jobs done"), el("th", { class: "num" }, "Throughput"))), tbody), note),
       el("section", { class: "card" }, el("h2", {}, "Jobs done per worker"), chart));
     async function refresh() {
       const { workers } = await api.get("/v1/workers");
@@ -48,7 +47,7 @@
           el("td", { class: "num opt" }, w.tasks_held === undefined ? "–" : fmt.int(w.tasks_held)),
           el("td", { class: "num opt" }, fmt.int(w.tasks_done)),
           el("td", { class: "num" }, fmt.int(w.jobs_done)),
-          el("td", { class: "num" }, rate === null ? "…" : fmt.num(rate, 3)));
+          el("td", { class: "num" }, rate));
       }) : [el("tr", {}, el("td", { colspan: 9, class: "empty" }, "No live worker. Start one with mcq worker, or mcq serve with embedded workers."))]));
       note.textContent = `${workers.length} live worker${workers.length === 1 ? "" : "s"}, ${workers.reduce((s, w) => s + w.concurrency, 0)} compute slots; refreshed every 2 s.`;
       mcq.charts.stackedBars(chart, workers.map((w) => ({ name: `${mcq.workerName(w).slice(-14)} …${w.id.slice(-4)}`, parts: [w.jobs_done] })),
@@ -69,7 +68,7 @@
       try {
         const q = await api.get("/v1/queue");
         const depth = q.depth || q.counts || q;
-        sample = { t: Date.now(), queued: depth.queued || 0, running: depth.running || 0, oldest: q.oldest_queued_age_ms ?? q.oldest_queued_ms ?? null, source: "server" };
+        sample = { t: Date.now(), queued: depth.queued || 0, scheduled: depth.scheduled || 0, running: depth.running || 0, oldest: q.oldest_queued_age_ms ?? q.oldest_queued_ms ?? null, source: "server" };
       } catch (error) {
         if (!(error instanceof mcq.ApiError) || !error.missing) throw error;
         queueMissing = true;
@@ -102,10 +101,11 @@
       const span = samples.length ? Math.min(WINDOW_MS, Math.max(60000, samples[samples.length - 1].t - samples[0].t)) : 60000;
       mcq.charts.area(chart, samples, [
         { key: "running", name: "running", cls: "st-running" },
-        { key: "queued", name: "queued", cls: "st-queued" }], span);
+        { key: "queued", name: "queued", cls: "st-queued" },
+        { key: "scheduled", name: "retry backoff", cls: "st-scheduled" }], span);
       note.textContent = last && last.source === "batches"
         ? "This server has no queue endpoint: jobs counted over the batches listed on the Batches page."
-        : "Sampled by this page every 2 s while it is open.";
+        : "Tasks (units of claiming) by state, sampled by this page every 2 s while it is open.";
     }
     draw();
     const stop = mcq.every(2000, async () => { if (!samples.length || Date.now() - samples[samples.length - 1].t > 1500) await mcq.sampleQueue(); draw(); });
@@ -133,12 +133,15 @@
       return () => {};
     }
     let stopped = false;
+    let names = null;
     async function load() {
       const sides = await Promise.all([a, b].map(async (id) => {
         const batch = await api.get(`/v1/batches/${id}`);
         const jobs = await api.batchJobs(id, 5000);
         const phases = jobs.map(mcq.stream.phasesOf).filter(Boolean);
         mcq.stream.assignSlots(phases);
+        // Workers heard from lately by host:pid; older ones keep their short id.
+        if (!names) names = await api.get("/v1/workers").then((l) => Object.fromEntries(l.workers.map((w) => [w.id, `${mcq.workerName(w)} …${w.id.slice(-4)}`]))).catch(() => ({}));
         return { batch, phases, sum: mcq.stream.summary(phases) };
       }));
       if (stopped) return;
@@ -186,8 +189,8 @@
         mcq.stream.PHASES, fmt.ms);
       // One time axis for both streams, so that equal lengths mean equal times.
       const span = Math.max(A.sum.wall, B.sum.wall, 1);
-      mcq.stream.draw(streamA, A.phases, { spanMs: span });
-      mcq.stream.draw(streamB, B.phases, { spanMs: span });
+      mcq.stream.draw(streamA, A.phases, { spanMs: span, names });
+      mcq.stream.draw(streamB, B.phases, { spanMs: span, names });
     }
     load().catch(showError);
     const onResize = mcq.debounce(() => draw(), 150);

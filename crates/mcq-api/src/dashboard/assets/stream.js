@@ -85,7 +85,9 @@ mcq.stream = (function () {
     const plotHeight = n * rowHeight + lanes.length * gap;
     const narrow = (container.clientWidth || 600) < 520;
     const named = lanes.some((lane) => lane !== "");
-    const leftPad = named ? (narrow ? 64 : 104) : 12;
+    // A worker's group is named host:pid where known; on a phone, by the end of its id.
+    const laneName = (lane) => (narrow ? `…${String(lane).slice(-4)}` : (opts.names && opts.names[lane]) || `…${String(lane).slice(-8)}`);
+    const leftPad = named ? Math.min(170, 18 + 6.5 * Math.max(...lanes.map((lane) => laneName(lane).length))) : 12;
     const { svg, width, height } = frame(container, Math.max(150, plotHeight + 60), "Task stream");
     const box = { left: leftPad, right: width - 12, top: 28, bottom: 28 + plotHeight };
     if (!n) { label(svg, box.left, 60, "No finished job yet", "muted"); return svg; }
@@ -104,9 +106,8 @@ mcq.stream = (function () {
     for (const lane of lanes) {
       const rows = phases.filter((p) => p.lane === lane).sort((a, b) => a.claimed - b.claimed);
       const laneTop = y;
-      const laneName = (opts.names && opts.names[lane]) || (String(lane).length > 12 ? `…${String(lane).slice(-8)}` : lane);
       svg.append(node("rect", { x: 0, y: laneTop - gap / 2, width, height: rows.length * rowHeight + gap, class: "lane-band" }));
-      label(svg, box.left - 8, laneTop + Math.min(rows.length * rowHeight, 24) / 2 + 4, laneName, "lane-label", "end");
+      label(svg, box.left - 8, laneTop + Math.min(rows.length * rowHeight, 24) / 2 + 4, laneName(lane), "lane-label", "end");
       for (const p of rows) {
         const g = node("g", {}, node("title", {},
           `job …${p.id.slice(-8)}${p.worker ? ` on …${String(p.worker).slice(-8)}` : ""}\n` +

@@ -172,6 +172,14 @@ mcq.views = {};
         jobsNote, showAllButton));
 
     let batch = null, jobs = [];
+    // Worker ids to host:pid, for the task stream's groups (workers heard
+    // from lately; older ones keep their short id).
+    const workerNames = {};
+    async function readWorkerNames() {
+      try {
+        for (const w of (await api.get("/v1/workers")).workers) workerNames[w.id] = `${mcq.workerName(w)} …${w.id.slice(-4)}`;
+      } catch (_) { /* names are a nicety */ }
+    }
     function draw() {
       if (!batch) return;
       const [stateText] = mcq.batchState(batch);
@@ -193,7 +201,7 @@ mcq.views = {};
         stat("mean price", s ? fmt.fixed(s.mean, 6) : "–"),
         stat("std error of mean", s ? fmt.num(s.std_error, 3) : "–", "stddev / √count over the succeeded prices"),
         stat("std dev", s ? fmt.num(s.stddev, 3) : "–"),
-        stat("min … max", s ? `${fmt.fixed(s.min, 4)} … ${fmt.fixed(s.max, 4)}` : "–", null, "range"),
+        stat("min – max", s ? `${fmt.fixed(s.min, 4)}–${fmt.fixed(s.max, 4)}` : "–", null, "range"),
         stat("exact price", single !== null ? fmt.fixed(single, 6) : "–", single === null ? "shown when every job shares one model of at most 40 periods" : null),
         stat("wall time", fmt.ms(batch.timings.makespan_ms), "last result recorded − submission"),
         stat("compute total", fmt.ms(batch.timings.compute_ms_total)),
@@ -206,7 +214,7 @@ mcq.views = {};
       mcq.charts.intervals(intervals, jobs.filter((j) => j.result).map((j) => ({
         price: j.result.price, lo: j.result.ci95[0], hi: j.result.ci95[1], job: j,
       })), (r) => exactOf(r.job));
-      mcq.stream.draw(stream, phases);
+      mcq.stream.draw(stream, phases, { names: workerNames });
       streamNote.textContent = mcq.stream.caveat(sum);
       const rows = showAll ? jobs : jobs.slice(0, 100);
       jobsBody.replaceChildren(...rows.map((j, i) => {
@@ -232,6 +240,7 @@ mcq.views = {};
         const first = !batch;
         batch = await api.get(`/v1/batches/${id}${first || batch.done ? "" : "?wait=1s"}`);
         jobs = await api.batchJobs(id, JOB_CAP);
+        if (jobs.some((j) => (j.worker_id || (j.timings && j.timings.worker_id)) && !workerNames[j.worker_id || j.timings.worker_id])) await readWorkerNames();
         mcq.known.add(batch.id, batch.label);
         draw();
         mcq.setStatus(batch.done ? "" : "live");
