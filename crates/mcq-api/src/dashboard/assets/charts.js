@@ -103,10 +103,15 @@ mcq.charts = (function () {
         x: x0 + 0.5, y: y(count), width: Math.max(1, x1 - x0 - 1), height: box.bottom - y(count), class: "bar",
       }, node("title", {}, `${count} prices in [${(lo + i * binWidth).toPrecision(6)}, ${(lo + (i + 1) * binWidth).toPrecision(6)})`)));
     });
+    // Labels beside their lines: the lower value's to the left, the
+    // higher's to the right, so that two close marks do not overprint.
+    const lowest = Math.min(...marks.map((m) => m.value));
     marks.forEach((mark, i) => {
       const px = x(mark.value);
       svg.append(node("line", { x1: px, x2: px, y1: box.top - 4, y2: box.bottom, class: `mark ${mark.cls}` }));
-      const anchor = px > width * 0.7 ? "end" : "start";
+      let anchor = marks.length > 1 && mark.value === lowest && i === marks.findIndex((m) => m.value === lowest) ? "end" : "start";
+      if (px > width - 90) anchor = "end";
+      if (px < box.left + 90) anchor = "start";
       label(svg, px + (anchor === "end" ? -4 : 4), box.top + 6 + i * 14, mark.text, `mark-label ${mark.cls}`, anchor);
     });
     label(svg, box.left, 14, `${values.length} prices`, "muted");

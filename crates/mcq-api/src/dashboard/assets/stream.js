@@ -107,7 +107,7 @@ mcq.stream = (function () {
       const rows = phases.filter((p) => p.lane === lane).sort((a, b) => a.claimed - b.claimed);
       const laneTop = y;
       svg.append(node("rect", { x: 0, y: laneTop - gap / 2, width, height: rows.length * rowHeight + gap, class: "lane-band" }));
-      label(svg, box.left - 8, laneTop + Math.min(rows.length * rowHeight, 24) / 2 + 4, laneName(lane), "lane-label", "end");
+      if (named) label(svg, box.left - 8, laneTop + Math.min(rows.length * rowHeight, 24) / 2 + 4, laneName(lane), "lane-label", "end");
       for (const p of rows) {
         const g = node("g", {}, node("title", {},
           `job …${p.id.slice(-8)}${p.worker ? ` on …${String(p.worker).slice(-8)}` : ""}\n` +
