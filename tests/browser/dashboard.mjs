@@ -126,6 +126,12 @@ try {
     await chartDrew(page, "#chart-stream", "rect.phase", 12);
     await shot(page, `batch-${size.name}`);
 
+    await page.goto(`${base}/#/batch/${second}`);
+    await batchFinished(page, 12);
+    await chartDrew(page, "#chart-sweep", "g.interval", 12);
+    await chartDrew(page, "#chart-sweep", "polyline.exact-line", 1);
+    await shot(page, `sweep-${size.name}`);
+
     await page.goto(`${base}/#/`);
     await page.waitFor(`${rows("#batches-table")} >= 2`, "two batches listed");
     const listed = await page.eval(`[...document.querySelectorAll('#batches-table tbody tr')].map((r) => r.dataset.id)`);

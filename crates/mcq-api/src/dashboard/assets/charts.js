@@ -223,5 +223,42 @@ mcq.charts = (function () {
     return svg;
   }
 
-  return { histogram, intervals, area, stackedBars };
+  // Prices against the one spec field a sweep varies: each job's price and
+  // 95% interval at its value, and the exact prices joined by a line.
+  function sweep(container, rows, field, exactOf) {
+    const { svg, width, height } = frame(container, 260, `Price by ${field}`);
+    const box = { left: 56, right: width - 16, top: 26, bottom: height - 34 };
+    const xs = rows.map((r) => r.x);
+    let xlo = Math.min(...xs), xhi = Math.max(...xs);
+    const xpad = (xhi - xlo) * 0.05 || 1;
+    xlo -= xpad; xhi += xpad;
+    const exact = new Map();
+    for (const r of rows) { const e = exactOf(r); if (e !== null) exact.set(r.x, e); }
+    let lo = Math.min(...rows.map((r) => r.lo), ...exact.values());
+    let hi = Math.max(...rows.map((r) => r.hi), ...exact.values());
+    const pad = (hi - lo) * 0.08 || 1e-6; lo -= pad; hi += pad;
+    const x = scale(xlo, xhi, box.left, box.right);
+    const y = scale(lo, hi, box.bottom, box.top);
+    const xTicks = ticks(xlo, xhi, Math.max(3, Math.floor((box.right - box.left) / 80)));
+    const yTicks = ticks(lo, hi, 4);
+    const decimals = (t) => Math.max(0, Math.min(6, 1 - Math.floor(Math.log10((t[1] - t[0]) || 1))));
+    axes(svg, box, x, xTicks, (t) => t.toFixed(decimals(xTicks)), y, yTicks, (t) => t.toFixed(decimals(yTicks)));
+    label(svg, box.right, height - 4, field, "muted", "end");
+    if (exact.size > 1) {
+      const points = [...exact.entries()].sort((a, b) => a[0] - b[0]).map(([vx, vy]) => `${x(vx).toFixed(1)},${y(vy).toFixed(1)}`);
+      svg.append(node("polyline", { points: points.join(" "), class: "exact-line" }));
+    }
+    for (const r of rows) {
+      const e = exactOf(r);
+      const miss = e !== null && (e < r.lo || e > r.hi);
+      svg.append(node("g", { class: miss ? "interval miss" : "interval" },
+        node("title", {}, `${field} ${r.x}: ${r.price.toPrecision(8)}  [${r.lo.toPrecision(8)}, ${r.hi.toPrecision(8)}]${e !== null ? `  exact ${e.toPrecision(8)}` : ""}`),
+        node("line", { x1: x(r.x), x2: x(r.x), y1: y(r.hi), y2: Math.max(y(r.lo), y(r.hi) + 1) }),
+        node("circle", { cx: x(r.x), cy: y(r.price), r: 2.5 })));
+    }
+    label(svg, box.left, 14, exact.size ? `${rows.length} prices · line: exact price` : `${rows.length} prices`, "muted");
+    return svg;
+  }
+
+  return { histogram, intervals, area, stackedBars, sweep };
 })();

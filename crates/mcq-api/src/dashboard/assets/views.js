@@ -136,6 +136,14 @@ mcq.views = {};
     return mcq.exact.price(job.spec);
   }
 
+  // The one model or precision field whose value differs between the jobs
+  // (a sweep, whether the server or the form expanded it), or null.
+  const SWEEPABLE = ["initial", "exercise", "up", "down", "interest", "periods", "runs", "target_std_error"];
+  function sweptField(jobs) {
+    const varying = SWEEPABLE.filter((f) => new Set(jobs.map((j) => j.spec[f])).size > 1);
+    return varying.length === 1 && jobs.every((j) => Number.isFinite(j.spec[varying[0]])) ? varying[0] : null;
+  }
+
   mcq.views.batch = function (main, id) {
     let stopped = false;
     // Built once: a button replaced while it is being clicked loses the click.
@@ -153,6 +161,9 @@ mcq.views = {};
     const histogram = el("div", { class: "chart", id: "chart-histogram" });
     const intervals = el("div", { class: "chart", id: "chart-intervals" });
     const stream = el("div", { class: "chart", id: "chart-stream" });
+    const sweepChart = el("div", { class: "chart", id: "chart-sweep" });
+    const sweepTitle = el("h2", {}, "Price by parameter");
+    const sweepCard = el("section", { class: "card", hidden: true }, sweepTitle, sweepChart);
     const jobsBody = el("tbody");
     const jobsNote = el("p", { class: "muted small" });
     const showAllButton = el("button", { type: "button", hidden: true, onclick: () => { showAll = true; draw(); } });
@@ -162,6 +173,7 @@ mcq.views = {};
       el("div", { class: "grid2" },
         el("section", { class: "card" }, el("h2", {}, "Prices"), histogram),
         el("section", { class: "card" }, el("h2", {}, "Each job's price with its 95% interval"), intervals)),
+      sweepCard,
       el("section", { class: "card" }, el("h2", {}, "Task stream"),
         el("p", { class: "muted small" }, "One bar per job from submission to its recorded result, grouped by the worker that ran it."), stream, streamNote),
       el("section", { class: "card table-wrap" }, el("h2", {}, "Jobs"),
@@ -215,6 +227,14 @@ mcq.views = {};
         price: j.result.price, lo: j.result.ci95[0], hi: j.result.ci95[1], job: j,
       })), (r) => exactOf(r.job));
       mcq.stream.draw(stream, phases, { names: workerNames });
+      const field = sweptField(jobs);
+      sweepCard.hidden = !field;
+      if (field) {
+        sweepTitle.textContent = `Price by ${field}, each with its 95% interval`;
+        mcq.charts.sweep(sweepChart, jobs.filter((j) => j.result).map((j) => ({
+          x: j.spec[field], price: j.result.price, lo: j.result.ci95[0], hi: j.result.ci95[1], job: j,
+        })), field, (r) => exactOf(r.job));
+      }
       streamNote.textContent = mcq.stream.caveat(sum);
       const rows = showAll ? jobs : jobs.slice(0, 100);
       jobsBody.replaceChildren(...rows.map((j, i) => {
