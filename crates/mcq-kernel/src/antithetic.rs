@@ -13,17 +13,18 @@ use crate::pair_blocks::{PairPlan, PairTable};
 use crate::rng::{STATE_STEP, Stream, output};
 use crate::simulate::{COUNT_COPIES, ChunkSums, LANES};
 
-/// Sums over `pairs` antithetic pairs of chunk `stream`.
-pub(crate) fn antithetic_pairs(
+/// Sums over `pairs` antithetic pairs of chunk `stream`; with `DELTA`, also
+/// of the pairs' pathwise deltas (the mean of the two paths').
+pub(crate) fn antithetic_pairs<const DELTA: bool>(
     model: &Model,
     plan: &PairPlan,
     stream: Stream,
     pairs: u64,
 ) -> ChunkSums {
     if !plan.sums.is_empty() {
-        counted_pairs(model, plan, stream, pairs)
+        counted_pairs::<DELTA>(model, plan, stream, pairs)
     } else {
-        walked_pairs(model, plan, stream, pairs)
+        walked_pairs::<DELTA>(model, plan, stream, pairs)
     }
 }
 
@@ -75,7 +76,12 @@ impl PairLanes {
 /// j·B .. (j + 1)·B (B blocks per pair). `LANES` pairs are walked side by
 /// side and their sums added in pair order, so the chunk's sums are a fixed
 /// function of the chunk.
-fn walked_pairs(model: &Model, plan: &PairPlan, stream: Stream, pairs: u64) -> ChunkSums {
+fn walked_pairs<const DELTA: bool>(
+    model: &Model,
+    plan: &PairPlan,
+    stream: Stream,
+    pairs: u64,
+) -> ChunkSums {
     let blocks = u64::from(plan.long_count + plan.short_count);
     let mut s = ChunkSums::default();
     let mut first = 0u64;
@@ -91,6 +97,11 @@ fn walked_pairs(model: &Model, plan: &PairPlan, stream: Stream, pairs: u64) -> C
             s.y += y;
             s.yy += y * y;
             s.pp += y1 * y1 + y2 * y2;
+            if DELTA {
+                let d = 0.5 * (model.delta(sum1) + model.delta(sum2));
+                s.d += d;
+                s.dd += d * d;
+            }
         }
         first += LANES as u64;
     }
@@ -103,7 +114,12 @@ fn walked_pairs(model: &Model, plan: &PairPlan, stream: Stream, pairs: u64) -> C
 /// Draws are read in order: a unit of `plan.group` pairs is one or two
 /// blocks (the second block's steps are the high base-3 digits), and pair
 /// i of a unit takes digits i·n .. (i + 1)·n.
-fn counted_pairs(model: &Model, plan: &PairPlan, stream: Stream, pairs: u64) -> ChunkSums {
+fn counted_pairs<const DELTA: bool>(
+    model: &Model,
+    plan: &PairPlan,
+    stream: Stream,
+    pairs: u64,
+) -> ChunkSums {
     let n = model.periods;
     let group = u64::from(plan.group.max(1));
     let second = plan.short.as_ref().unwrap_or(&plan.long);
@@ -165,6 +181,11 @@ fn counted_pairs(model: &Model, plan: &PairPlan, stream: Stream, pairs: u64) -> 
         s.y += c * y;
         s.yy += c * (y * y);
         s.pp += c * (y1 * y1 + y2 * y2);
+        if DELTA {
+            let d = 0.5 * (model.delta(sum1) + model.delta(sum2));
+            s.d += c * d;
+            s.dd += c * (d * d);
+        }
     }
     s
 }
@@ -183,6 +204,9 @@ mod tests {
             s.y += y;
             s.yy += y * y;
             s.pp += y1 * y1 + y2 * y2;
+            let d = 0.5 * (model.delta(sum1) + model.delta(sum2));
+            s.d += d;
+            s.dd += d * d;
         }
         s
     }
@@ -216,7 +240,7 @@ mod tests {
             let blocks = u64::from(plan.long_count + plan.short_count);
             let second = plan.short.as_ref().unwrap_or(&plan.long);
             for pairs in [1, 5, 1001] {
-                let counted = counted_pairs(&model, &plan, stream, pairs);
+                let counted = counted_pairs::<true>(&model, &plan, stream, pairs);
                 let group = u64::from(plan.group);
                 let outcomes = 3usize.pow(n);
                 let sums = (0..pairs).map(|j| {
@@ -244,6 +268,8 @@ mod tests {
                     (counted.y, want.y),
                     (counted.yy, want.yy),
                     (counted.pp, want.pp),
+                    (counted.d, want.d),
+                    (counted.dd, want.dd),
                 ] {
                     assert!(close(got, want), "{interest} {n} {pairs}: {got} vs {want}");
                 }
@@ -267,7 +293,7 @@ mod tests {
                 ))
                 .collect();
             for pairs in [1, 6, 1001] {
-                let walked = walked_pairs(&model, &plan, stream, pairs);
+                let walked = walked_pairs::<true>(&model, &plan, stream, pairs);
                 let sums = (0..pairs).map(|j| {
                     let (mut spot, mut sum) = ([1.0f64; 2], [1.0f64; 2]);
                     for (b, table) in tables.iter().enumerate() {
@@ -284,6 +310,8 @@ mod tests {
                     (walked.y, want.y),
                     (walked.yy, want.yy),
                     (walked.pp, want.pp),
+                    (walked.d, want.d),
+                    (walked.dd, want.dd),
                 ] {
                     assert_eq!(got.to_bits(), want.to_bits(), "{interest} {n} {pairs}");
                 }

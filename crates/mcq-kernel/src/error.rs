@@ -3,6 +3,7 @@
 
 use crate::exact::MAX_EXACT_PERIODS;
 use crate::geometric::MAX_GEOMETRIC_PERIODS;
+use crate::spec::Greek;
 use crate::validate::{MAX_PATH_VALUE, MAX_PERIODS, MAX_RUNS};
 
 /// One problem with a spec; `field()` names the offending spec field.
@@ -96,6 +97,9 @@ pub enum SpecError {
     /// `target_std_error` ≤ 0 or not finite.
     #[error("target_std_error must be a finite number greater than 0 (got {0})")]
     TargetNotPositive(f64),
+    /// A greek named twice in `greeks`.
+    #[error("greeks lists {} more than once; name each at most once", .0.name())]
+    GreekRepeated(Greek),
 }
 
 impl SpecError {
@@ -117,6 +121,7 @@ impl SpecError {
             | SpecError::RunsTooFew { .. }
             | SpecError::RunsTooMany(_) => "runs",
             SpecError::TargetNotPositive(_) => "target_std_error",
+            SpecError::GreekRepeated(_) => "greeks",
         }
     }
 }

@@ -4,6 +4,7 @@
 //! the plain estimator on those paths.
 
 use crate::partial::Moments;
+use crate::simulate::ChunkSums;
 use crate::spec::VarianceReduction;
 
 /// Largest variance-reduction factor reported: when the payoff is an exact
@@ -114,5 +115,34 @@ pub(crate) fn best_control(m: &Moments, geometric_mean: Option<f64>) -> Estimate
             }
         }
         None => arithmetic,
+    }
+}
+
+/// Delta from the same paths, by the estimator the price used (`used`,
+/// `auto` already resolved): the pathwise deltas take the place of the
+/// payoffs, and a control, when one is used, gets its own β for delta.
+/// `geometric_mean` is needed for the geometric control only.
+pub(crate) fn delta(m: &Moments, used: VarianceReduction, geometric_mean: f64) -> Estimate {
+    let s = m.sums;
+    let deltas = Moments {
+        samples: m.samples,
+        sums: ChunkSums {
+            y: s.d,
+            yy: s.dd,
+            ya: s.da,
+            yg: s.dg,
+            // Only the antithetic factor reads it, and no factor is
+            // reported for delta.
+            pp: 0.0,
+            ..s
+        },
+    };
+    match used {
+        VarianceReduction::None => plain(&deltas),
+        VarianceReduction::Antithetic => antithetic(&deltas),
+        VarianceReduction::Geometric => control(&deltas, used, geometric_mean),
+        VarianceReduction::Arithmetic | VarianceReduction::Auto => {
+            control(&deltas, VarianceReduction::Arithmetic, 0.0)
+        }
     }
 }

@@ -9,6 +9,11 @@
 //! Σ_{b > t} P2·(a − K' + s·b) with t = (K' − a)/s: after sorting the second
 //! halves by b, that is two suffix sums found by binary search. The cost is
 //! O(2^(n/2)·n) instead of O(2^n).
+//!
+//! Delta comes from the same sums: every price on a path is S0 times its
+//! normalised value, so the paying paths' contribution to ∂E[payoff]/∂S0
+//! is Σ P2·(a + s·b) over the same suffix (a put: minus its prefix), the
+//! price's terms without the strike.
 
 use crate::model::{Model, powi};
 use crate::spec::OptionKind;
@@ -67,20 +72,34 @@ fn half_paths(model: &Model, steps: u32) -> Vec<(f64, f64, u32)> {
         .collect()
 }
 
-/// E[payoff] in path-sum units by enumerating every path (n ≲ 26); the
-/// oracle the faster method is tested against.
-#[cfg(test)]
-pub(crate) fn enumerate(model: &Model) -> f64 {
-    let probs = count_probabilities(model, model.periods);
-    let mut total = Compensated::default();
-    for (sum, _, ups) in half_paths(model, model.periods) {
-        total.add(probs[ups as usize] * model.payoff(1.0 + sum));
-    }
-    total.value()
+/// Expectations over all paths, in path-sum units (undiscounted, spot 1).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Expectations {
+    /// E[payoff].
+    pub(crate) payoff: f64,
+    /// E[pathwise delta] (`Model::delta`): ∂E[payoff]/∂S0 over
+    /// `Model::delta_scale`.
+    pub(crate) delta: f64,
 }
 
-/// E[payoff] in path-sum units by meet in the middle.
-pub(crate) fn meet_in_the_middle(model: &Model) -> f64 {
+/// The expectations by enumerating every path (n ≲ 26); the oracle the
+/// faster method is tested against.
+#[cfg(test)]
+pub(crate) fn enumerate(model: &Model) -> Expectations {
+    let probs = count_probabilities(model, model.periods);
+    let (mut payoff, mut delta) = (Compensated::default(), Compensated::default());
+    for (sum, _, ups) in half_paths(model, model.periods) {
+        payoff.add(probs[ups as usize] * model.payoff(1.0 + sum));
+        delta.add(probs[ups as usize] * model.delta(1.0 + sum));
+    }
+    Expectations {
+        payoff: payoff.value(),
+        delta: delta.value(),
+    }
+}
+
+/// The expectations by meet in the middle.
+pub(crate) fn meet_in_the_middle(model: &Model) -> Expectations {
     let n1 = model.periods / 2;
     let n2 = model.periods - n1;
     let (p1, p2) = (
@@ -112,7 +131,7 @@ pub(crate) fn meet_in_the_middle(model: &Model) -> f64 {
         }
     }
     let strike = model.strike_sum;
-    let mut total = Compensated::default();
+    let (mut total, mut delta) = (Compensated::default(), Compensated::default());
     for (a, s, ups) in half_paths(model, n1) {
         let a = 1.0 + a;
         let threshold = (strike - a) / s;
@@ -123,8 +142,14 @@ pub(crate) fn meet_in_the_middle(model: &Model) -> f64 {
             (strike - a) * cum_q[i] - s * cum_m[i]
         };
         total.add(p1[ups as usize] * inner.max(0.0));
+        // Path sums are positive, so a rounding below zero is zero.
+        let paying = (a * cum_q[i] + s * cum_m[i]).max(0.0);
+        delta.add(p1[ups as usize] * if call { paying } else { -paying });
     }
-    total.value()
+    Expectations {
+        payoff: total.value(),
+        delta: delta.value(),
+    }
 }
 
 #[cfg(test)]
@@ -146,7 +171,7 @@ mod tests {
     #[test]
     fn default_sample_exact_call() {
         let m = model(OptionKind::Call, 20, 30.0, 0.8, 1.4);
-        let price = meet_in_the_middle(&m) * m.scale;
+        let price = meet_in_the_middle(&m).payoff * m.scale;
         assert!((price - 9.530286028882).abs() < 1e-11, "{price}");
     }
 
@@ -162,10 +187,16 @@ mod tests {
                 (18, 29.0, 1.0, 1.0801),
             ] {
                 let m = model(option, n, k, d, u);
-                let (e, mitm) = (enumerate(&m) * m.scale, meet_in_the_middle(&m) * m.scale);
+                let (e, mitm) = (enumerate(&m), meet_in_the_middle(&m));
+                let (e_price, mitm_price) = (e.payoff * m.scale, mitm.payoff * m.scale);
                 assert!(
-                    (e - mitm).abs() < 1e-10,
-                    "{option:?} n={n} K={k}: {e} vs {mitm}"
+                    (e_price - mitm_price).abs() < 1e-10,
+                    "{option:?} n={n} K={k}: {e_price} vs {mitm_price}"
+                );
+                let (e_delta, mitm_delta) = (e.delta * m.delta_scale, mitm.delta * m.delta_scale);
+                assert!(
+                    (e_delta - mitm_delta).abs() < 1e-12,
+                    "{option:?} n={n} K={k}: delta {e_delta} vs {mitm_delta}"
                 );
             }
         }
@@ -176,13 +207,18 @@ mod tests {
         for (n, k) in [(1, 30.0), (11, 25.0), (20, 30.0), (33, 45.0)] {
             let call = model(OptionKind::Call, n, k, 0.8, 1.4);
             let put = model(OptionKind::Put, n, k, 0.8, 1.4);
-            let lhs = (meet_in_the_middle(&call) - meet_in_the_middle(&put)) * call.scale;
+            let (c, p) = (meet_in_the_middle(&call), meet_in_the_middle(&put));
+            let lhs = (c.payoff - p.payoff) * call.scale;
             // (E[A] − K)/R^n with S0 = 30.
             let rhs = (call.mean_sum - call.strike_sum) * call.scale;
             assert!(
                 (lhs - rhs).abs() < 1e-10 * rhs.abs().max(1.0),
                 "n={n}: {lhs} vs {rhs}"
             );
+            // Its derivative in S0: the deltas differ by E[A]/(S0 R^n).
+            let lhs = (c.delta - p.delta) * call.delta_scale;
+            let rhs = call.mean_sum * call.delta_scale;
+            assert!((lhs - rhs).abs() < 1e-12 * rhs, "n={n}: {lhs} vs {rhs}");
         }
     }
 }

@@ -68,6 +68,11 @@ impl ExactSum {
         }
     }
 
+    /// True when nothing but zeros (or sums cancelling to zero) was added.
+    pub fn is_zero(&self) -> bool {
+        self.limbs.iter().all(|&l| l == 0)
+    }
+
     /// Adds another exact sum.
     pub fn add(&mut self, other: &ExactSum) {
         let mut carry = false;

@@ -40,6 +40,6 @@ pub use pricing::{CHUNK_PATHS, ValidSpec};
 pub use result::PriceResult;
 pub use spec::{
     DEFAULT_DOWN, DEFAULT_EXERCISE, DEFAULT_INITIAL, DEFAULT_INTEREST, DEFAULT_PERIODS,
-    DEFAULT_RUNS, DEFAULT_UP, Method, OptionKind, Spec, VarianceReduction,
+    DEFAULT_RUNS, DEFAULT_UP, Greek, Method, OptionKind, Spec, VarianceReduction,
 };
 pub use validate::{MAX_PATH_VALUE, MAX_PERIODS, MAX_RUNS, MIN_RUNS};

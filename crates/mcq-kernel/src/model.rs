@@ -24,6 +24,9 @@ pub(crate) struct Model {
     /// Converts an expected payoff in path-sum units into a price:
     /// S0 / ((n + 1) R^n).
     pub(crate) scale: f64,
+    /// Converts an expected pathwise delta in path-sum units into
+    /// ∂price/∂S0: 1 / ((n + 1) R^n), which is `scale` / S0.
+    pub(crate) delta_scale: f64,
 }
 
 impl Model {
@@ -46,6 +49,7 @@ impl Model {
             strike_sum: spec.exercise / spec.initial * f64::from(n + 1),
             mean_sum,
             scale: spec.initial / (f64::from(n + 1) * powi(r, n)),
+            delta_scale: 1.0 / (f64::from(n + 1) * powi(r, n)),
         }
     }
 
@@ -57,6 +61,34 @@ impl Model {
             OptionKind::Put => (self.strike_sum - sum).max(0.0),
         }
     }
+}
+
+impl Model {
+    /// The pathwise delta of a path with sum `sum`, in path-sum units:
+    /// every price on a path is S0 times its normalised value, so the
+    /// payoff's derivative in S0 is ±(path sum)/(n + 1) where the option
+    /// pays and 0 elsewhere; `delta_scale` applies the 1/((n + 1) R^n).
+    /// It pays where `payoff` is positive, so the strike itself counts as
+    /// not paying, for the exact method as for Monte Carlo.
+    #[inline(always)]
+    pub(crate) fn delta(&self, sum: f64) -> f64 {
+        match self.option {
+            OptionKind::Call => call_delta(sum, self.strike_sum),
+            OptionKind::Put => put_delta(sum, self.strike_sum),
+        }
+    }
+}
+
+/// A call's pathwise delta in path-sum units (see [`Model::delta`]).
+#[inline(always)]
+pub(crate) fn call_delta(sum: f64, strike_sum: f64) -> f64 {
+    if sum > strike_sum { sum } else { 0.0 }
+}
+
+/// A put's pathwise delta in path-sum units (see [`Model::delta`]).
+#[inline(always)]
+pub(crate) fn put_delta(sum: f64, strike_sum: f64) -> f64 {
+    if sum < strike_sum { -sum } else { 0.0 }
 }
 
 /// `x^n` by binary powering (deterministic on every platform).

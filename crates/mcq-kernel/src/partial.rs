@@ -14,6 +14,9 @@ use crate::simulate::ChunkSums;
 /// are added into exact accumulators; what is merged is integers. Sums are
 /// in path-sum units (undiscounted, spot scaled to 1); only
 /// [`ValidSpec::finish`](crate::ValidSpec::finish) knows how to read them.
+/// The delta sums are zero unless the spec asks for delta, and zero sums
+/// are left out of the JSON, so a partial without delta reads and writes
+/// as it does in a kernel that knows no delta.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -42,6 +45,18 @@ pub struct Partial {
     yg: ExactSum,
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pp: ExactSum,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    #[serde(default, skip_serializing_if = "ExactSum::is_zero")]
+    d: ExactSum,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    #[serde(default, skip_serializing_if = "ExactSum::is_zero")]
+    dd: ExactSum,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    #[serde(default, skip_serializing_if = "ExactSum::is_zero")]
+    da: ExactSum,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    #[serde(default, skip_serializing_if = "ExactSum::is_zero")]
+    dg: ExactSum,
 }
 
 /// The sums of a partial read back as doubles, for the estimators.
@@ -71,7 +86,8 @@ impl Partial {
             ..Partial::default()
         };
         let values = [
-            sums.y, sums.yy, sums.a, sums.aa, sums.ya, sums.g, sums.gg, sums.yg, sums.pp,
+            sums.y, sums.yy, sums.a, sums.aa, sums.ya, sums.g, sums.gg, sums.yg, sums.pp, sums.d,
+            sums.dd, sums.da, sums.dg,
         ];
         for (acc, value) in partial.sums_mut().into_iter().zip(values) {
             acc.add_f64(value);
@@ -80,7 +96,7 @@ impl Partial {
     }
 
     pub(crate) fn moments(&self) -> Moments {
-        let [y, yy, a, aa, ya, g, gg, yg, pp] = self.sums().map(ExactSum::to_f64);
+        let [y, yy, a, aa, ya, g, gg, yg, pp, d, dd, da, dg] = self.sums().map(ExactSum::to_f64);
         Moments {
             samples: self.samples as f64,
             sums: ChunkSums {
@@ -93,17 +109,22 @@ impl Partial {
                 gg,
                 yg,
                 pp,
+                d,
+                dd,
+                da,
+                dg,
             },
         }
     }
 
-    fn sums(&self) -> [&ExactSum; 9] {
+    fn sums(&self) -> [&ExactSum; 13] {
         [
             &self.y, &self.yy, &self.a, &self.aa, &self.ya, &self.g, &self.gg, &self.yg, &self.pp,
+            &self.d, &self.dd, &self.da, &self.dg,
         ]
     }
 
-    fn sums_mut(&mut self) -> [&mut ExactSum; 9] {
+    fn sums_mut(&mut self) -> [&mut ExactSum; 13] {
         [
             &mut self.y,
             &mut self.yy,
@@ -114,6 +135,10 @@ impl Partial {
             &mut self.gg,
             &mut self.yg,
             &mut self.pp,
+            &mut self.d,
+            &mut self.dd,
+            &mut self.da,
+            &mut self.dg,
         ]
     }
 }

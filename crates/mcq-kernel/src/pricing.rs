@@ -53,6 +53,8 @@ pub struct ValidSpec {
     spec: Spec,
     model: Model,
     sampler: Sampler,
+    /// The spec asks for delta: the chunks also sum pathwise deltas.
+    delta: bool,
     tables: Arc<Tables>,
 }
 
@@ -94,6 +96,7 @@ impl ValidSpec {
             VarianceReduction::Auto => Sampler::Arithmetic,
         };
         Self {
+            delta: spec.wants_delta(),
             spec,
             model,
             sampler,
@@ -176,8 +179,18 @@ impl ValidSpec {
             return Partial::default();
         }
         let stream = Stream::new(self.spec.seed.unwrap_or(0), chunk);
+        if self.delta {
+            self.chunk_sums::<true>(stream, paths)
+        } else {
+            self.chunk_sums::<false>(stream, paths)
+        }
+    }
+
+    /// One chunk's partial, with the pathwise delta summed when `DELTA`.
+    fn chunk_sums<const DELTA: bool>(&self, stream: Stream, paths: u64) -> Partial {
         let (model, tables) = (&self.model, &*self.tables);
         let geometric = || &tables.geometric(model).payoff[..];
+        let blocks = || tables.blocks(model);
         let sums = match self.sampler {
             Sampler::Antithetic => {
                 let pairs = paths.div_ceil(2);
@@ -185,20 +198,20 @@ impl ValidSpec {
                 return Partial::from_chunk(
                     2 * pairs,
                     pairs,
-                    &antithetic_pairs(model, plan, stream, pairs),
+                    &antithetic_pairs::<DELTA>(model, plan, stream, pairs),
                 );
             }
             Sampler::Plain => {
-                block_paths::<false, false>(model, tables.blocks(model), &[], stream, paths)
+                block_paths::<false, false, DELTA>(model, blocks(), &[], stream, paths)
             }
             Sampler::Arithmetic => {
-                block_paths::<true, false>(model, tables.blocks(model), &[], stream, paths)
+                block_paths::<true, false, DELTA>(model, blocks(), &[], stream, paths)
             }
             Sampler::Geometric => {
-                block_paths::<false, true>(model, tables.blocks(model), geometric(), stream, paths)
+                block_paths::<false, true, DELTA>(model, blocks(), geometric(), stream, paths)
             }
             Sampler::Both => {
-                block_paths::<true, true>(model, tables.blocks(model), geometric(), stream, paths)
+                block_paths::<true, true, DELTA>(model, blocks(), geometric(), stream, paths)
             }
         };
         Partial::from_chunk(paths, paths, &sums)
@@ -262,6 +275,13 @@ impl ValidSpec {
     ) -> PriceResult {
         let price = self.model.scale * estimate.mean;
         let std_error = self.model.scale * estimate.variance.sqrt();
+        let delta = self.delta.then(|| {
+            let mu = match estimate.used {
+                VarianceReduction::Geometric => self.geometric_mean(),
+                _ => 0.0,
+            };
+            estimate::delta(&partial.moments(), estimate.used, mu)
+        });
         PriceResult {
             price,
             std_error,
@@ -274,11 +294,14 @@ impl ValidSpec {
             variance_reduction_factor: Some(estimate.factor),
             max_paths_reached,
             elapsed_ms,
+            delta: delta.map(|d| self.model.delta_scale * d.mean),
+            delta_std_error: delta.map(|d| self.model.delta_scale * d.variance.sqrt()),
         }
     }
 
     fn exact_result(&self, started: Instant) -> PriceResult {
-        let price = self.model.scale * exact::meet_in_the_middle(&self.model);
+        let exact = exact::meet_in_the_middle(&self.model);
+        let price = self.model.scale * exact.payoff;
         PriceResult {
             price,
             std_error: 0.0,
@@ -291,6 +314,8 @@ impl ValidSpec {
             variance_reduction_factor: None,
             max_paths_reached: false,
             elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+            delta: self.delta.then(|| self.model.delta_scale * exact.delta),
+            delta_std_error: self.delta.then_some(0.0),
         }
     }
 

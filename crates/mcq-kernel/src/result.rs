@@ -33,4 +33,12 @@ pub struct PriceResult {
     pub max_paths_reached: bool,
     /// Wall time of the computation in milliseconds.
     pub elapsed_ms: f64,
+    /// ∂price/∂`initial`, present when the spec asks for `delta`: the
+    /// pathwise estimate from the same paths and estimator as the price
+    /// (exact for `exact`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
+    /// Standard error of `delta`; 0 for `exact`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_std_error: Option<f64>,
 }

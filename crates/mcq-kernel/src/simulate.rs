@@ -2,14 +2,15 @@
 //! the fixed order of the chunk's paths.
 
 use crate::blocks::{BlockPlan, BlockTable, SLOTS};
-use crate::model::Model;
+use crate::model::{Model, call_delta, put_delta};
 use crate::rng::{STATE_STEP, Stream, output};
 use crate::spec::OptionKind;
 
 /// Floating-point sums over one chunk's samples. `y` is the (undiscounted,
 /// path-sum unit) payoff; `a` the arithmetic control (path sum minus its
 /// mean); `g` the geometric control; `pp` the sum of squares of single-path
-/// payoffs when samples are antithetic pairs.
+/// payoffs when samples are antithetic pairs; `d` the pathwise delta (see
+/// `Model::delta`), summed only when the spec asks for delta.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ChunkSums {
     pub(crate) y: f64,
@@ -21,6 +22,10 @@ pub(crate) struct ChunkSums {
     pub(crate) gg: f64,
     pub(crate) yg: f64,
     pub(crate) pp: f64,
+    pub(crate) d: f64,
+    pub(crate) dd: f64,
+    pub(crate) da: f64,
+    pub(crate) dg: f64,
 }
 
 /// Paths simulated side by side: independent dependency chains the CPU
@@ -129,6 +134,10 @@ struct LaneSums {
     g: [f64; LANES],
     gg: [f64; LANES],
     yg: [f64; LANES],
+    d: [f64; LANES],
+    dd: [f64; LANES],
+    da: [f64; LANES],
+    dg: [f64; LANES],
 }
 
 impl LaneSums {
@@ -140,7 +149,7 @@ impl LaneSums {
         clippy::needless_range_loop,
         reason = "`l` indexes several per-lane arrays; an iterator chain over them reads worse"
     )]
-    fn add_paths<const ARITH: bool, const GEO: bool, const PUT: bool>(
+    fn add_paths<const ARITH: bool, const GEO: bool, const PUT: bool, const DELTA: bool>(
         &mut self,
         model: &Model,
         sum: &[f64; LANES],
@@ -173,6 +182,29 @@ impl LaneSums {
                 self.yg[l] += y[l] * g[l];
             }
         }
+        if DELTA {
+            let d: [f64; LANES] = std::array::from_fn(|l| {
+                if PUT {
+                    put_delta(sum[l], model.strike_sum)
+                } else {
+                    call_delta(sum[l], model.strike_sum)
+                }
+            });
+            for l in 0..LANES {
+                self.d[l] += d[l];
+                self.dd[l] += d[l] * d[l];
+            }
+            if ARITH {
+                for l in 0..LANES {
+                    self.da[l] += d[l] * (sum[l] - model.mean_sum);
+                }
+            }
+            if GEO {
+                for l in 0..LANES {
+                    self.dg[l] += d[l] * g[l];
+                }
+            }
+        }
     }
 
     /// Lane `l`'s sums.
@@ -187,13 +219,22 @@ impl LaneSums {
             gg: self.gg[l],
             yg: self.yg[l],
             pp: 0.0,
+            d: self.d[l],
+            dd: self.dd[l],
+            da: self.da[l],
+            dg: self.dg[l],
         }
     }
 }
 
 impl ChunkSums {
     #[inline(always)]
-    fn add_path<const ARITH: bool, const GEO: bool>(&mut self, model: &Model, sum: f64, g: f64) {
+    fn add_path<const ARITH: bool, const GEO: bool, const DELTA: bool>(
+        &mut self,
+        model: &Model,
+        sum: f64,
+        g: f64,
+    ) {
         let y = model.payoff(sum);
         self.y += y;
         self.yy += y * y;
@@ -208,11 +249,22 @@ impl ChunkSums {
             self.gg += g * g;
             self.yg += y * g;
         }
+        if DELTA {
+            let d = model.delta(sum);
+            self.d += d;
+            self.dd += d * d;
+            if ARITH {
+                self.da += d * (sum - model.mean_sum);
+            }
+            if GEO {
+                self.dg += d * g;
+            }
+        }
     }
 
     /// Adds `count` paths of path sum `sum` and geometric control `g`.
     #[inline(always)]
-    fn add_counted<const ARITH: bool, const GEO: bool>(
+    fn add_counted<const ARITH: bool, const GEO: bool, const DELTA: bool>(
         &mut self,
         model: &Model,
         count: u32,
@@ -234,6 +286,17 @@ impl ChunkSums {
             self.gg += c * (g * g);
             self.yg += c * (y * g);
         }
+        if DELTA {
+            let d = model.delta(sum);
+            self.d += c * d;
+            self.dd += c * (d * d);
+            if ARITH {
+                self.da += c * (d * (sum - model.mean_sum));
+            }
+            if GEO {
+                self.dg += c * (d * g);
+            }
+        }
     }
 
     fn add(&mut self, o: &ChunkSums) {
@@ -246,15 +309,21 @@ impl ChunkSums {
         self.gg += o.gg;
         self.yg += o.yg;
         self.pp += o.pp;
+        self.d += o.d;
+        self.dd += o.dd;
+        self.da += o.da;
+        self.dg += o.dg;
     }
 }
 
 /// Simulates `paths` paths block by block, with the arithmetic control
-/// (`ARITH`) and the geometric control (`GEO`, table `geo`) when asked.
+/// (`ARITH`), the geometric control (`GEO`, table `geo`) and the pathwise
+/// delta (`DELTA`) when asked; without `DELTA` the loops are those of a
+/// kernel that knows no delta.
 /// Path j reads draws j·B .. j·B + B of the stream (B blocks per path);
 /// lane l sums paths l, l + LANES, …, and the lanes are added in order, so
 /// the chunk's sums are a fixed function of the chunk.
-pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
+pub(crate) fn block_paths<const ARITH: bool, const GEO: bool, const DELTA: bool>(
     model: &Model,
     plan: &BlockPlan,
     geo: &[f64],
@@ -262,16 +331,16 @@ pub(crate) fn block_paths<const ARITH: bool, const GEO: bool>(
     paths: u64,
 ) -> ChunkSums {
     if plan.group > 0 {
-        grouped_paths::<ARITH, GEO>(model, plan, geo, stream, paths)
+        grouped_paths::<ARITH, GEO, DELTA>(model, plan, geo, stream, paths)
     } else if model.periods <= MAX_COUNTED_TWO_BLOCK_PERIODS {
-        two_block_paths::<ARITH, GEO>(model, plan, geo, stream, paths)
+        two_block_paths::<ARITH, GEO, DELTA>(model, plan, geo, stream, paths)
     } else {
-        walked_paths::<ARITH, GEO>(model, plan, geo, stream, paths)
+        walked_paths::<ARITH, GEO, DELTA>(model, plan, geo, stream, paths)
     }
 }
 
 /// Paths walked block by block, `LANES` side by side.
-fn walked_paths<const ARITH: bool, const GEO: bool>(
+fn walked_paths<const ARITH: bool, const GEO: bool, const DELTA: bool>(
     model: &Model,
     plan: &BlockPlan,
     geo: &[f64],
@@ -283,20 +352,26 @@ fn walked_paths<const ARITH: bool, const GEO: bool>(
     // loop.
     let put = model.option == OptionKind::Put;
     match (put, plan.long_count + plan.short_count) {
-        (false, 2) => walked::<ARITH, GEO, false, 2>(model, plan, geo, stream, paths),
-        (true, 2) => walked::<ARITH, GEO, true, 2>(model, plan, geo, stream, paths),
-        (false, 3) => walked::<ARITH, GEO, false, 3>(model, plan, geo, stream, paths),
-        (true, 3) => walked::<ARITH, GEO, true, 3>(model, plan, geo, stream, paths),
-        (false, 4) => walked::<ARITH, GEO, false, 4>(model, plan, geo, stream, paths),
-        (true, 4) => walked::<ARITH, GEO, true, 4>(model, plan, geo, stream, paths),
-        (false, _) => walked::<ARITH, GEO, false, 0>(model, plan, geo, stream, paths),
-        (true, _) => walked::<ARITH, GEO, true, 0>(model, plan, geo, stream, paths),
+        (false, 2) => walked::<ARITH, GEO, DELTA, false, 2>(model, plan, geo, stream, paths),
+        (true, 2) => walked::<ARITH, GEO, DELTA, true, 2>(model, plan, geo, stream, paths),
+        (false, 3) => walked::<ARITH, GEO, DELTA, false, 3>(model, plan, geo, stream, paths),
+        (true, 3) => walked::<ARITH, GEO, DELTA, true, 3>(model, plan, geo, stream, paths),
+        (false, 4) => walked::<ARITH, GEO, DELTA, false, 4>(model, plan, geo, stream, paths),
+        (true, 4) => walked::<ARITH, GEO, DELTA, true, 4>(model, plan, geo, stream, paths),
+        (false, _) => walked::<ARITH, GEO, DELTA, false, 0>(model, plan, geo, stream, paths),
+        (true, _) => walked::<ARITH, GEO, DELTA, true, 0>(model, plan, geo, stream, paths),
     }
 }
 
 /// The walk of `walked_paths`: paths of `B` blocks (2 ..=
 /// `MAX_FIXED_BLOCKS`) take the unrolled walk, `B` = 0 the block loops.
-fn walked<const ARITH: bool, const GEO: bool, const PUT: bool, const B: usize>(
+fn walked<
+    const ARITH: bool,
+    const GEO: bool,
+    const DELTA: bool,
+    const PUT: bool,
+    const B: usize,
+>(
     model: &Model,
     plan: &BlockPlan,
     geo: &[f64],
@@ -336,7 +411,7 @@ fn walked<const ARITH: bool, const GEO: bool, const PUT: bool, const B: usize>(
     while first < full {
         let mut lanes = Lanes::start(stream, first, blocks);
         walk(&mut lanes);
-        sums.add_paths::<ARITH, GEO, PUT>(model, &lanes.sum, &control(&lanes));
+        sums.add_paths::<ARITH, GEO, PUT, DELTA>(model, &lanes.sum, &control(&lanes));
         first += LANES as u64;
     }
     let mut lane_sums: [ChunkSums; LANES] = std::array::from_fn(|l| sums.lane(l));
@@ -347,7 +422,7 @@ fn walked<const ARITH: bool, const GEO: bool, const PUT: bool, const B: usize>(
         walk(&mut lanes);
         let g = control(&lanes);
         for l in 0..(paths - full) as usize {
-            lane_sums[l].add_path::<ARITH, GEO>(model, lanes.sum[l], g[l]);
+            lane_sums[l].add_path::<ARITH, GEO, DELTA>(model, lanes.sum[l], g[l]);
         }
     }
     let mut total = ChunkSums::default();
@@ -373,7 +448,7 @@ pub(crate) const COUNT_COPIES: usize = 4;
     clippy::needless_range_loop,
     reason = "`copy` indexes the inner array of the counts; the pattern indexes the outer"
 )]
-fn grouped_paths<const ARITH: bool, const GEO: bool>(
+fn grouped_paths<const ARITH: bool, const GEO: bool, const DELTA: bool>(
     model: &Model,
     plan: &BlockPlan,
     geo: &[f64],
@@ -426,7 +501,12 @@ fn grouped_paths<const ARITH: bool, const GEO: bool>(
         // As the block loop computes it: spot 1, sum 1, then sum += spot·gain.
         let sum = 1.0 + table.patterns[pattern].gain;
         let weight = (table.ups[pattern] >> 16) as usize;
-        s.add_counted::<ARITH, GEO>(model, count, sum, geo.get(weight).copied().unwrap_or(0.0));
+        s.add_counted::<ARITH, GEO, DELTA>(
+            model,
+            count,
+            sum,
+            geo.get(weight).copied().unwrap_or(0.0),
+        );
     }
     s
 }
@@ -442,7 +522,7 @@ const MAX_COUNTED_TWO_BLOCK_PERIODS: u32 = 15;
 /// Path j reads draws 2j and 2j + 1, as a walk does; its pattern is the
 /// pair of block patterns, counted, and the sums are formed once per
 /// pattern, in pattern order, from the values a walk would compute.
-fn two_block_paths<const ARITH: bool, const GEO: bool>(
+fn two_block_paths<const ARITH: bool, const GEO: bool, const DELTA: bool>(
     model: &Model,
     plan: &BlockPlan,
     geo: &[f64],
@@ -474,7 +554,12 @@ fn two_block_paths<const ARITH: bool, const GEO: bool>(
         let sum = (1.0 + pa.gain) + pa.growth * pb.gain;
         let (ua, ub) = (first.ups[a], second.ups[b]);
         let weight = ((ua >> 16) + second.steps * (ua & 0xffff) + (ub >> 16)) as usize;
-        s.add_counted::<ARITH, GEO>(model, count, sum, geo.get(weight).copied().unwrap_or(0.0));
+        s.add_counted::<ARITH, GEO, DELTA>(
+            model,
+            count,
+            sum,
+            geo.get(weight).copied().unwrap_or(0.0),
+        );
     }
     s
 }
@@ -488,7 +573,7 @@ mod tests {
     /// Counting two-block paths gives the sums of walking the same paths,
     /// up to the order of additions: same draws, same per-path values.
     /// Each accumulator of `got` with the same one of `want`.
-    fn pairs(got: &ChunkSums, want: &ChunkSums) -> [(f64, f64); 8] {
+    fn pairs(got: &ChunkSums, want: &ChunkSums) -> [(f64, f64); 12] {
         [
             (got.y, want.y),
             (got.yy, want.yy),
@@ -498,6 +583,10 @@ mod tests {
             (got.g, want.g),
             (got.gg, want.gg),
             (got.yg, want.yg),
+            (got.d, want.d),
+            (got.dd, want.dd),
+            (got.da, want.da),
+            (got.dg, want.dg),
         ]
     }
 
@@ -513,8 +602,8 @@ mod tests {
             let geo = GeometricControl::new(&model).payoff;
             let stream = Stream::new(6, 4);
             for paths in [1, 7, 1003] {
-                let got = two_block_paths::<true, true>(&model, &plan, &geo, stream, paths);
-                let want = walked_paths::<true, true>(&model, &plan, &geo, stream, paths);
+                let got = two_block_paths::<true, true, true>(&model, &plan, &geo, stream, paths);
+                let want = walked_paths::<true, true, true>(&model, &plan, &geo, stream, paths);
                 let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
                 for (a, b) in pairs(&got, &want) {
                     assert!(close(a, b), "{interest} {n} {paths}: {a} vs {b}");
@@ -553,7 +642,7 @@ mod tests {
                     ))
                     .collect();
             for paths in [1, 6, 1003] {
-                let got = walked_paths::<true, true>(&model, &plan, &geo, stream, paths);
+                let got = walked_paths::<true, true, true>(&model, &plan, &geo, stream, paths);
                 let mut lanes = [ChunkSums::default(); LANES];
                 for j in 0..paths {
                     let (mut spot, mut sum, mut ups, mut weight) = (1.0, 1.0, 0u32, 0u32);
@@ -565,7 +654,7 @@ mod tests {
                         weight += table.steps * ups + (packed >> 16);
                         ups += packed & 0xffff;
                     }
-                    lanes[j as usize % LANES].add_path::<true, true>(
+                    lanes[j as usize % LANES].add_path::<true, true, true>(
                         &model,
                         sum,
                         geo[weight as usize],
@@ -601,7 +690,7 @@ mod tests {
             let geo = GeometricControl::new(&model).payoff;
             let stream = Stream::new(5, 2);
             for paths in [1, 7, 1003] {
-                let got = grouped_paths::<true, true>(&model, &plan, &geo, stream, paths);
+                let got = grouped_paths::<true, true, true>(&model, &plan, &geo, stream, paths);
                 let joint = plan.joint.as_ref().unwrap_or(&plan.long);
                 let group = u64::from(plan.group);
                 let mut want = ChunkSums::default();
@@ -610,7 +699,7 @@ mod tests {
                         & ((1 << n) - 1);
                     let sum = 1.0 + plan.long.patterns[pattern].gain;
                     let g = geo[(plan.long.ups[pattern] >> 16) as usize];
-                    want.add_path::<true, true>(&model, sum, g);
+                    want.add_path::<true, true, true>(&model, sum, g);
                 }
                 let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
                 for (a, b) in pairs(&got, &want) {

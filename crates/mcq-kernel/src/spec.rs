@@ -60,6 +60,24 @@ pub enum VarianceReduction {
     Auto,
 }
 
+/// A sensitivity of the price that a spec may ask for besides the price.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Greek {
+    /// ∂price/∂`initial`, estimated from the same paths as the price.
+    Delta,
+}
+
+impl Greek {
+    /// The name as in the JSON spec and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Greek::Delta => "delta",
+        }
+    }
+}
+
 /// One pricing request, as a user writes it. Field names are a public
 /// contract shared by `mcq price`, the HTTP API and the database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,6 +111,10 @@ pub struct Spec {
     pub seed: Option<u64>,
     /// Variance reduction for `mc`.
     pub variance_reduction: VarianceReduction,
+    /// Sensitivities to report besides the price (`["delta"]`); none by
+    /// default, and then the price costs what it always did.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub greeks: Vec<Greek>,
 }
 
 impl Default for Spec {
@@ -111,6 +133,7 @@ impl Default for Spec {
             method: Method::Mc,
             seed: None,
             variance_reduction: VarianceReduction::Auto,
+            greeks: Vec::new(),
         }
     }
 }
@@ -123,5 +146,10 @@ impl Spec {
             self.runs = Some(DEFAULT_RUNS);
         }
         self
+    }
+
+    /// True when the spec asks for delta.
+    pub fn wants_delta(&self) -> bool {
+        self.greeks.contains(&Greek::Delta)
     }
 }

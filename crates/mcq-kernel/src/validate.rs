@@ -132,6 +132,12 @@ fn check_size(spec: &Spec, errors: &mut Vec<SpecError>) {
             errors.push(SpecError::RunsTooMany(runs));
         }
     }
+    for (i, greek) in spec.greeks.iter().enumerate() {
+        // Its second appearance reports it, once however often it repeats.
+        if spec.greeks[..i].iter().filter(|g| *g == greek).count() == 1 {
+            errors.push(SpecError::GreekRepeated(*greek));
+        }
+    }
     if let Some(target) = spec.target_std_error
         && !(target.is_finite() && target > 0.0)
     {

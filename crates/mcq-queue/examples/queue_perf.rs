@@ -122,5 +122,7 @@ fn ready_result() -> PriceResult {
         variance_reduction_factor: Some(1.0),
         max_paths_reached: false,
         elapsed_ms: 0.0,
+        delta: None,
+        delta_std_error: None,
     }
 }

@@ -6,7 +6,7 @@ use super::price;
 
 /// (option, periods, initial, exercise, up, down, interest): calls and puts,
 /// deep in and out of the money, p near 0 and 1, 1 to 40 periods.
-const CASES: &[(OptionKind, u32, f64, f64, f64, f64, f64)] = &[
+pub(super) const CASES: &[(OptionKind, u32, f64, f64, f64, f64, f64)] = &[
     (OptionKind::Call, 20, 30.0, 30.0, 1.4, 0.8, 1.08),
     (OptionKind::Put, 20, 30.0, 30.0, 1.4, 0.8, 1.08),
     (OptionKind::Call, 20, 30.0, 5.0, 1.4, 0.8, 1.08),
@@ -22,7 +22,7 @@ const CASES: &[(OptionKind, u32, f64, f64, f64, f64, f64)] = &[
     (OptionKind::Put, 40, 100.0, 100.0, 1.032, 0.969, 1.001),
 ];
 
-fn spec(case: &(OptionKind, u32, f64, f64, f64, f64, f64)) -> Spec {
+pub(super) fn spec(case: &(OptionKind, u32, f64, f64, f64, f64, f64)) -> Spec {
     let &(option, periods, initial, exercise, up, down, interest) = case;
     Spec {
         option,

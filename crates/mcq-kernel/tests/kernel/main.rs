@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicBool;
 use mcq_kernel::{PriceResult, Spec, ValidSpec};
 
 mod accuracy;
+mod delta;
 mod reproducibility;
 mod validation;
 

@@ -1,6 +1,7 @@
-//! Same seed, same bits: whatever the threads, chunking or merge order.
+//! Same seed, same bits: whatever the threads, chunking or merge order,
+//! for the price and for delta.
 
-use mcq_kernel::{CHUNK_PATHS, Partial, PriceResult, Spec, VarianceReduction};
+use mcq_kernel::{CHUNK_PATHS, Greek, Partial, PriceResult, Spec, VarianceReduction};
 
 use super::{running, valid};
 
@@ -21,6 +22,11 @@ fn same_bits(a: &PriceResult, b: &PriceResult) {
         a.variance_reduction_factor.map(f64::to_bits),
         b.variance_reduction_factor.map(f64::to_bits)
     );
+    assert_eq!(a.delta.map(f64::to_bits), b.delta.map(f64::to_bits));
+    assert_eq!(
+        a.delta_std_error.map(f64::to_bits),
+        b.delta_std_error.map(f64::to_bits)
+    );
 }
 
 #[test]
@@ -34,6 +40,7 @@ fn identical_on_one_two_and_eight_threads() {
             runs: Some(10 * CHUNK_PATHS + 123),
             seed: Some(42),
             variance_reduction: vr,
+            greeks: vec![Greek::Delta],
             ..Spec::default()
         };
         let one = on_threads(1, &spec);
@@ -44,6 +51,7 @@ fn identical_on_one_two_and_eight_threads() {
         runs: None,
         target_std_error: Some(5e-3),
         seed: Some(9),
+        greeks: vec![Greek::Delta],
         ..Spec::default()
     };
     same_bits(&on_threads(1, &target), &on_threads(8, &target));
@@ -54,6 +62,7 @@ fn any_chunking_and_merge_order_gives_the_same_bits() {
     let spec = valid(Spec {
         runs: Some(9 * CHUNK_PATHS - 7),
         seed: Some(7),
+        greeks: vec![Greek::Delta],
         ..Spec::default()
     });
     let n = spec.chunk_count().unwrap();
@@ -104,6 +113,7 @@ fn short_paths_give_the_same_bits_on_any_threads_and_chunking() {
                 runs: Some(5 * CHUNK_PATHS + 11),
                 seed: Some(u64::from(periods)),
                 variance_reduction: vr,
+                greeks: vec![Greek::Delta],
                 ..Spec::default()
             };
             let one = on_threads(1, &spec);

@@ -2,8 +2,8 @@
 //! panics or produces NaN.
 
 use mcq_kernel::{
-    MAX_EXACT_PERIODS, MAX_GEOMETRIC_PERIODS, MAX_PATH_VALUE, MAX_PERIODS, MAX_RUNS, MIN_RUNS,
-    Method, OptionKind, Spec, SpecError, ValidSpec, VarianceReduction,
+    Greek, MAX_EXACT_PERIODS, MAX_GEOMETRIC_PERIODS, MAX_PATH_VALUE, MAX_PERIODS, MAX_RUNS,
+    MIN_RUNS, Method, OptionKind, Spec, SpecError, ValidSpec, VarianceReduction,
 };
 use proptest::prelude::*;
 
@@ -152,6 +152,13 @@ fn each_problem_names_its_field() {
     );
     assert_eq!(
         fields(Spec {
+            greeks: vec![Greek::Delta; 3],
+            ..base()
+        }),
+        ["greeks"]
+    );
+    assert_eq!(
+        fields(Spec {
             up: 10.0,
             periods: 200,
             ..base()
@@ -252,6 +259,7 @@ fn any_spec() -> impl Strategy<Value = Spec> {
         any::<bool>(),
         0usize..5,
         any::<u64>(),
+        prop_oneof![2 => Just(0usize), 2 => Just(1), 1 => Just(2)],
     )
         .prop_map(
             |(
@@ -263,6 +271,7 @@ fn any_spec() -> impl Strategy<Value = Spec> {
                 exact,
                 vr,
                 seed,
+                deltas,
             )| Spec {
                 initial,
                 exercise,
@@ -286,6 +295,7 @@ fn any_spec() -> impl Strategy<Value = Spec> {
                     VarianceReduction::Geometric,
                     VarianceReduction::Auto,
                 ][vr],
+                greeks: vec![Greek::Delta; deltas],
             },
         )
 }
@@ -324,7 +334,8 @@ fn follows_the_rules(spec: &Spec) -> bool {
         (Some(runs), None) => (min_runs..=MAX_RUNS).contains(&runs),
         (None, Some(target)) => target.is_finite() && target > 0.0,
     };
-    if !(model && size && paths) {
+    let greeks = spec.greeks.len() <= 1;
+    if !(model && size && paths && greeks) {
         return false;
     }
     let top = spec.up.powi(n as i32);
@@ -354,6 +365,8 @@ proptest! {
         prop_assert!(result.ci95.iter().all(|x| x.is_finite()));
         prop_assert!(result.price >= 0.0 || result.variance_reduction != VarianceReduction::None, "{result:?}");
         prop_assert!(result.variance_reduction_factor.is_none_or(f64::is_finite));
+        prop_assert_eq!(result.delta.is_some(), spec.wants_delta());
+        prop_assert!(result.delta.is_none_or(f64::is_finite) && result.delta_std_error.is_none_or(f64::is_finite), "{result:?}");
         let text = serde_json::to_string(&result).unwrap();
         prop_assert!(!text.contains("null,") || text.contains("\"seed\":null"), "{text}");
     }

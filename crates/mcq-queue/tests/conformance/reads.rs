@@ -20,6 +20,8 @@ fn result_with_price(price: f64) -> PriceResult {
         variance_reduction_factor: Some(1.0),
         max_paths_reached: false,
         elapsed_ms: 1.0,
+        delta: None,
+        delta_std_error: None,
     }
 }
 

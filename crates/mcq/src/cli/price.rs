@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use mcq_kernel::{
     DEFAULT_DOWN, DEFAULT_EXERCISE, DEFAULT_INITIAL, DEFAULT_INTEREST, DEFAULT_PERIODS, DEFAULT_UP,
-    Method, OptionKind, PriceResult, Spec, SpecError, VarianceReduction,
+    Greek, Method, OptionKind, PriceResult, Spec, SpecError, VarianceReduction,
 };
 
 use super::count::count;
@@ -57,6 +57,10 @@ pub(crate) struct Args {
     /// Variance reduction of the Monte Carlo estimator.
     #[arg(long, value_enum, default_value_t = VarianceArg::Auto)]
     variance_reduction: VarianceArg,
+    /// Sensitivities to report besides the price: delta (∂price/∂initial,
+    /// from the same paths, with its standard error).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    greeks: Vec<GreekArg>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -72,6 +76,11 @@ enum OptionArg {
 enum MethodArg {
     Mc,
     Exact,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
+enum GreekArg {
+    Delta,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -110,6 +119,13 @@ impl Args {
                 VarianceArg::Geometric => VarianceReduction::Geometric,
                 VarianceArg::Auto => VarianceReduction::Auto,
             },
+            greeks: self
+                .greeks
+                .iter()
+                .map(|greek| match greek {
+                    GreekArg::Delta => Greek::Delta,
+                })
+                .collect(),
         }
         .with_defaults()
     }
@@ -161,6 +177,9 @@ fn human(r: &PriceResult, periods: u32, threads: usize) -> String {
     match r.method {
         Method::Exact => {
             out += &format!("{kind} price   {:.12} (exact)\n", r.price);
+            if let Some(delta) = r.delta {
+                out += &format!("delta        {delta:.12} (exact)\n");
+            }
             out += &format!("paths        {} enumerated (meet in the middle)\n", r.paths);
         }
         Method::Mc => {
@@ -169,6 +188,9 @@ fn human(r: &PriceResult, periods: u32, threads: usize) -> String {
                 r.price, r.std_error
             );
             out += &format!("95% interval [{:.6}, {:.6}]\n", r.ci95[0], r.ci95[1]);
+            if let (Some(delta), Some(error)) = (r.delta, r.delta_std_error) {
+                out += &format!("delta        {delta:.6} ± {error:.6} (standard error)\n");
+            }
             let seed = r.seed.map_or_else(String::new, |s| format!(", seed {s}"));
             out += &format!("paths        {}{seed}\n", r.paths);
             let factor = r.variance_reduction_factor.unwrap_or(1.0);

@@ -114,6 +114,9 @@ pub(crate) fn print_job(job: &JobView) {
         println!("price      {:.6}", result.price);
         println!("std error  {:.6}", result.std_error);
         println!("95% CI     [{:.6}, {:.6}]", result.ci95[0], result.ci95[1]);
+        if let (Some(delta), Some(error)) = (result.delta, result.delta_std_error) {
+            println!("delta      {delta:.6} ± {error:.6}");
+        }
         println!("paths      {}", result.paths);
         if let Some(seed) = result.seed {
             println!("seed       {seed}");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use mcq_client::{BatchRequest, BatchView, Client, JobState, JobView};
-use mcq_kernel::{Method, OptionKind, Spec, VarianceReduction};
+use mcq_kernel::{Greek, Method, OptionKind, Spec, VarianceReduction};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -87,6 +87,9 @@ pub(crate) struct SpecFlags {
     /// none, antithetic, arithmetic, geometric or auto.
     #[arg(long, value_parser = parse_enum::<VarianceReduction>)]
     variance_reduction: Option<VarianceReduction>,
+    /// Sensitivities to report besides the price: delta (∂price/∂initial).
+    #[arg(long, value_delimiter = ',', value_parser = parse_enum::<Greek>)]
+    greeks: Vec<Greek>,
 }
 
 impl SpecFlags {
@@ -106,6 +109,7 @@ impl SpecFlags {
             method: self.method.unwrap_or(d.method),
             seed: self.seed,
             variance_reduction: self.variance_reduction.unwrap_or(d.variance_reduction),
+            greeks: self.greeks.clone(),
         }
     }
 }
