@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use mcq_client::{BatchRequest, BatchView, Client, JobState, JobView};
-use mcq_kernel::{Method, OptionKind, Spec, VarianceReduction};
+use mcq_kernel::{Greek, Method, OptionKind, Spec, VarianceReduction};
 
 use super::server::{Server, TempDir, workers};
 
@@ -50,6 +50,18 @@ fn specs() -> Vec<Spec> {
             method: Method::Exact,
             runs: None,
             periods: 16,
+            ..base.clone()
+        },
+        Spec {
+            greeks: vec![Greek::Delta],
+            seed: Some(3),
+            ..base.clone()
+        },
+        Spec {
+            method: Method::Exact,
+            runs: None,
+            periods: 12,
+            greeks: vec![Greek::Delta],
             ..base.clone()
         },
         Spec {
@@ -138,6 +150,17 @@ fn check_results(view: &BatchView, jobs: &[JobView]) {
             "std error of {:?}",
             job.spec
         );
+        assert_eq!(
+            remote.delta.map(f64::to_bits),
+            local.delta.map(f64::to_bits),
+            "delta of {:?}",
+            job.spec
+        );
+        assert_eq!(
+            remote.delta_std_error.map(f64::to_bits),
+            local.delta_std_error.map(f64::to_bits)
+        );
+        assert_eq!(remote.delta.is_some(), job.spec.wants_delta());
         assert_eq!(remote.paths, local.paths);
         assert_eq!(remote.seed, local.seed);
         assert_eq!(remote.variance_reduction, local.variance_reduction);

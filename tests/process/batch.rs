@@ -185,6 +185,18 @@ pub(crate) fn assert_all_match_local(jobs: &[JobView], specs: &[Spec]) {
             "ci95 of job {}",
             job.id
         );
+        assert_eq!(
+            (
+                got.delta.map(f64::to_bits),
+                got.delta_std_error.map(f64::to_bits)
+            ),
+            (
+                want.delta.map(f64::to_bits),
+                want.delta_std_error.map(f64::to_bits)
+            ),
+            "delta of job {}",
+            job.id
+        );
     }
 }
 

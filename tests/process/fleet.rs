@@ -17,6 +17,11 @@ async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::R
     let store = batch::store(&db.url, 2).await?;
     let mut specs: Vec<_> = (0..24).map(|i| batch::spec(1, 1000 + i)).collect();
     specs.extend((0..4).map(|i| batch::spec(9, 2000 + i)));
+    // Split jobs asking for delta: its sums merge across workers too.
+    specs.extend((0..2).map(|i| mcq_kernel::Spec {
+        greeks: vec![mcq_kernel::Greek::Delta],
+        ..batch::spec(5, 3000 + i)
+    }));
     // A tiny job below one chunk, and an exact one (a whole-job task).
     specs.push(mcq_kernel::Spec {
         runs: Some(1000),

@@ -22,6 +22,8 @@ from .conftest import Server
 
 # The exact price of the original sample's call (every field at its default).
 EXACT_PRICE = 9.530286028882
+# Its delta, d price / d initial, exact.
+EXACT_DELTA = 0.4753041267394558
 SMALL_RUNS = 10_000
 
 
@@ -96,6 +98,22 @@ def test_prices_agree_with_the_exact_price(client: Client) -> None:
     assert exact.result is not None and exact.result.price is not None
     assert abs(exact.result.price - EXACT_PRICE) < 1e-9
     assert exact.result.std_error == 0.0
+
+
+def test_delta_comes_with_its_error_when_asked_for(client: Client) -> None:
+    job = client.wait(client.submit(runs=100_000, seed=3, greeks=["delta"]), timeout=120)
+    assert job.result is not None and job.spec["greeks"] == ["delta"]
+    delta, error = job.result.delta, job.result.delta_std_error
+    assert delta is not None and error is not None and error > 0
+    assert abs(delta - EXACT_DELTA) < 5 * error, job.result
+
+    exact = client.wait(client.submit(method="exact", greeks=["delta"]), timeout=120)
+    assert exact.result is not None and exact.result.delta is not None
+    assert abs(exact.result.delta - EXACT_DELTA) < 1e-12
+    assert exact.result.delta_std_error == 0.0
+
+    plain = client.wait(client.submit(runs=SMALL_RUNS), timeout=120)
+    assert plain.result is not None and plain.result.delta is None
 
 
 def test_invalid_values_are_problems_with_pointers(client: Client) -> None:

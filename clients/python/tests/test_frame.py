@@ -51,6 +51,21 @@ def test_unfinished_jobs_are_missing_values_and_seeds_stay_exact() -> None:
     assert isinstance(frame, pd.DataFrame)
 
 
+def test_delta_columns_appear_when_a_job_reports_delta() -> None:
+    pytest.importorskip("pandas")
+    plain = _result("a", "succeeded", 9.5, 1)
+    with_delta = Result(**{**plain.__dict__, "job_id": "b", "delta": 0.62, "delta_std_error": 0.001})
+    assert "delta" not in results_frame([plain]).columns
+    frame = results_frame([plain, with_delta])
+    columns = list(frame.columns)
+    assert columns[columns.index("ci95_high") + 1 : columns.index("paths")] == [
+        "delta",
+        "delta_std_error",
+    ]
+    assert math.isnan(frame["delta"][0]) and frame["delta"][1] == 0.62
+    assert frame["delta_std_error"][1] == 0.001
+
+
 def test_without_pandas_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     # A None entry makes `import pandas` fail as if it were not installed.
     monkeypatch.setitem(sys.modules, "pandas", None)

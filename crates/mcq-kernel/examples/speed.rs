@@ -1,7 +1,8 @@
 //! Quick single-thread timing of the kernel's estimators against the
 //! original loop, interleaved and taking the best of many short runs so a
 //! noisy shared machine still gives comparable numbers:
-//! `cargo run --release -p mcq-kernel --example speed [periods] [rounds]`.
+//! `cargo run --release -p mcq-kernel --example speed [periods] [rounds] [delta]`
+//! (`delta`: the estimators also estimate delta).
 //!
 //! The last two rows check that the faithful loop's branch costs nothing
 //! but its mispredictions: at p ≈ 0.002 the branch is predictable, and the
@@ -11,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use mcq_kernel::original::{NetRandom, Sample, Xoshiro256};
-use mcq_kernel::{CHUNK_PATHS, Spec, VarianceReduction};
+use mcq_kernel::{CHUNK_PATHS, Greek, Spec, VarianceReduction};
 
 /// Seconds taken by `f`. Runs are short (milliseconds), so the best of many
 /// is one that no other process interrupted.
@@ -28,6 +29,11 @@ fn main() {
         .collect();
     let periods = args.first().copied().unwrap_or(20) as u32;
     let rounds = args.get(1).copied().unwrap_or(30);
+    let greeks = if std::env::args().any(|a| a == "delta") {
+        vec![Greek::Delta]
+    } else {
+        Vec::new()
+    };
     let cancel = AtomicBool::new(false);
     let vrs = [
         VarianceReduction::None,
@@ -44,6 +50,7 @@ fn main() {
                 runs: Some(1 << 20),
                 seed: Some(1),
                 variance_reduction: vr,
+                greeks: greeks.clone(),
                 ..Spec::default()
             }
             .validate()

@@ -43,7 +43,8 @@ def results_frame(results: Iterable[Result]) -> Any:
     """One row per job, in submission order: ``job_id``, ``state``, every
     spec field (except the seed, which has its own column), ``price``,
     ``std_error``, ``ci95_low``, ``ci95_high``, ``paths``, ``seed`` and
-    ``error``. Prices are floats, NaN for a job without a result; integer
+    ``error``; ``delta`` and ``delta_std_error`` after ``ci95_high`` when
+    some job reports a delta. Prices are floats, NaN for a job without a result; integer
     columns use pandas' nullable integer types, so seeds stay exact
     (``UInt64``) and a missing value reads as ``<NA>``."""
     pd = _pandas()
@@ -61,6 +62,9 @@ def results_frame(results: Iterable[Result]) -> Any:
     columns["std_error"] = _float_column([r.std_error for r in rows])
     columns["ci95_low"] = _float_column([r.ci95[0] if r.ci95 else None for r in rows])
     columns["ci95_high"] = _float_column([r.ci95[1] if r.ci95 else None for r in rows])
+    if any(r.delta is not None for r in rows):
+        columns["delta"] = _float_column([r.delta for r in rows])
+        columns["delta_std_error"] = _float_column([r.delta_std_error for r in rows])
     columns["paths"] = pd.array([r.paths for r in rows], dtype="Int64")
     # Seeds span the whole u64 range: always unsigned, never float.
     columns["seed"] = pd.array([r.seed for r in rows], dtype="UInt64")

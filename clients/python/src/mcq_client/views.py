@@ -56,6 +56,11 @@ class Result:
     """Seed of the random streams."""
     error: str | None = None
     """Why the job failed, for a failed job."""
+    delta: float | None = None
+    """∂price/∂``initial``, when the spec asked for it (``greeks:
+    ["delta"]``); ``None`` otherwise."""
+    delta_std_error: float | None = None
+    """Standard error of ``delta`` (0 for ``exact``)."""
     details: JsonObject = field(default_factory=dict, repr=False)
     """The server's whole result object (method, variance reduction used,
     its factor, ``elapsed_ms``, …); empty while there is no result."""
@@ -82,6 +87,8 @@ class Result:
             paths=_int(result.get("paths")),
             seed=_int(seed),
             error=view.get("error"),
+            delta=_float(result.get("delta")),
+            delta_std_error=_float(result.get("delta_std_error")),
             details=result,
         )
 

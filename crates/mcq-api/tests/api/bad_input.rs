@@ -134,6 +134,30 @@ fn cases() -> Vec<Case> {
         )
         .at("/option"),
         case(
+            "unknown greek",
+            "/v1/jobs",
+            r#"{"greeks": ["delta", "gamma"]}"#,
+            400,
+            MALFORMED,
+        )
+        .at("/greeks/1"),
+        case(
+            "greeks not a list",
+            "/v1/jobs",
+            r#"{"greeks": "delta"}"#,
+            400,
+            MALFORMED,
+        )
+        .at("/greeks"),
+        case(
+            "a greek twice",
+            "/v1/batches",
+            r#"{"jobs": [{}, {"greeks": ["delta", "delta"]}]}"#,
+            422,
+            INVALID,
+        )
+        .at("/jobs/1/greeks"),
+        case(
             "unknown field",
             "/v1/jobs",
             r#"{"colour": "red"}"#,

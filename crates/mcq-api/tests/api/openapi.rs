@@ -115,3 +115,34 @@ async fn every_documented_operation_reaches_a_handler() {
         }
     }
 }
+
+/// Delta is asked for in the spec and answered in the result, both
+/// documented, and absent from results that did not ask.
+#[test]
+fn delta_is_documented_on_specs_and_results() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    let result = &schemas["PriceResult"];
+    for field in ["delta", "delta_std_error"] {
+        let description = result["properties"][field]["description"].as_str();
+        assert!(
+            description.is_some_and(|d| d.contains("delta")),
+            "{field}: {result}"
+        );
+    }
+    let required = result["required"].as_array().expect("required");
+    assert!(!required.iter().any(|r| r == "delta"), "{required:?}");
+    let greeks = &schemas["Spec"]["properties"]["greeks"];
+    assert!(
+        greeks["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("delta")),
+        "{greeks}"
+    );
+    assert_eq!(
+        schemas["Greek"]["enum"],
+        serde_json::json!(["delta"]),
+        "{}",
+        schemas["Greek"]
+    );
+}

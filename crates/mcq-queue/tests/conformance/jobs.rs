@@ -3,7 +3,7 @@
 use std::sync::atomic::AtomicBool;
 
 use mcq_api_types::JobState;
-use mcq_kernel::CHUNK_PATHS;
+use mcq_kernel::{CHUNK_PATHS, Greek, Spec};
 use mcq_queue::{IdempotencyKey, QueueConfig, StoreError, Submission};
 
 use crate::harness::{Db, batch, compute, drain, single, spec, submit, worker};
@@ -125,12 +125,26 @@ pub(crate) async fn idempotent_batch_replays_in_order(db: &Db) {
 }
 
 pub(crate) async fn split_job_merges_bit_identical_to_one_process(db: &Db) {
+    // 5 chunks, the last one short; once as it is, once asking for delta,
+    // whose sums travel in the partials and merge like the price's.
+    let plain = spec(5 * CHUNK_PATHS - 123, 42);
+    split_job_once(db, plain.clone()).await;
+    split_job_once(
+        db,
+        Spec {
+            greeks: vec![Greek::Delta],
+            ..plain
+        },
+    )
+    .await;
+}
+
+async fn split_job_once(db: &Db, job_spec: Spec) {
     let config = QueueConfig {
         chunks_per_task: 2,
         ..QueueConfig::default()
     };
     let store = db.store(config).await;
-    let job_spec = spec(5 * CHUNK_PATHS - 123, 42); // 5 chunks, the last one short
     let submission = Submission {
         as_batch: false,
         label: None,
@@ -180,6 +194,12 @@ pub(crate) async fn split_job_merges_bit_identical_to_one_process(db: &Db) {
         local.price
     );
     assert_eq!(got.std_error.to_bits(), local.std_error.to_bits());
+    assert_eq!(got.delta.map(f64::to_bits), local.delta.map(f64::to_bits));
+    assert_eq!(
+        got.delta_std_error.map(f64::to_bits),
+        local.delta_std_error.map(f64::to_bits)
+    );
+    assert_eq!(got.delta.is_some(), job_spec.wants_delta());
     assert_eq!(got.paths, local.paths);
     assert_eq!(
         job.timings.compute_ms,

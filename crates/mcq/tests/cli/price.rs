@@ -74,6 +74,51 @@ fn put_with_a_target_standard_error() {
     assert_eq!(v["max_paths_reached"], false);
 }
 
+/// ∂price/∂initial of the original sample's call, exact.
+const EXACT_DELTA: f64 = 0.475_304_126_739_455_8;
+
+#[test]
+fn greeks_delta_adds_delta_and_its_error_to_the_result() {
+    let exact = json(&["price", "--method", "exact", "--greeks", "delta", "--json"]);
+    assert!(
+        (exact["delta"].as_f64().unwrap() - EXACT_DELTA).abs() < 1e-12,
+        "{exact}"
+    );
+    assert_eq!(exact["delta_std_error"], 0.0);
+    let base = [
+        "price", "--json", "--runs", "2e5", "--seed", "4", "--greeks", "delta",
+    ];
+    let one = json(&[&base[..], &["--threads", "1"]].concat());
+    let two = json(&[&base[..], &["--threads", "2"]].concat());
+    assert_eq!(one["delta"], two["delta"]);
+    assert_eq!(one["delta_std_error"], two["delta_std_error"]);
+    let (delta, error) = (
+        one["delta"].as_f64().unwrap(),
+        one["delta_std_error"].as_f64().unwrap(),
+    );
+    assert!(
+        error > 0.0 && (delta - EXACT_DELTA).abs() < 4.0 * error,
+        "{one}"
+    );
+    // Without the flag there is no delta, and the price is the same.
+    let plain = json(&["price", "--json", "--runs", "2e5", "--seed", "4"]);
+    assert!(plain.get("delta").is_none(), "{plain}");
+    assert_eq!(plain["price"], one["price"]);
+
+    let (ok, stdout, stderr) = run(&["price", "--runs", "1e4", "--greeks", "delta"]);
+    assert!(
+        ok && stdout.contains("delta ") && stdout.contains("±"),
+        "{stdout}{stderr}"
+    );
+    let (ok, _, stderr) = run(&["price", "--greeks", "gamma"]);
+    assert!(!ok && stderr.contains("--greeks"), "{stderr}");
+    let (ok, _, stderr) = run(&["price", "--greeks", "delta,delta"]);
+    assert!(
+        !ok && stderr.contains("--greeks") && stderr.contains("more than once"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn human_output_shows_price_interval_paths_and_speed() {
     let (ok, stdout, stderr) = run(&["price", "--runs", "100000", "--seed", "1"]);

@@ -125,3 +125,29 @@ fn json_with_wait_keeps_stdout_one_document() {
     let (code, _, err) = run(&server, &["submit", "--file", csv.to_str().expect("path")]);
     assert_eq!(code, Some(2), "an unusable file is bad input: {err}");
 }
+
+/// A job asking for delta reports it from the server, bit for bit as
+/// `mcq price` computes it locally.
+#[test]
+fn submit_greeks_delta_reports_the_local_delta() {
+    let server = Server::start();
+    let flags = ["--runs", "1e5", "--seed", "8", "--greeks", "delta"];
+    let (code, out, err) = run(
+        &server,
+        &[&["submit", "--wait", "--json"][..], &flags].concat(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let job: serde_json::Value = serde_json::from_str(&out).expect("the job's JSON");
+    assert_eq!(job["spec"]["greeks"], serde_json::json!(["delta"]), "{job}");
+    let (code, local, err) = run(&server, &[&["price", "--json"][..], &flags].concat());
+    assert_eq!(code, Some(0), "{err}");
+    let local: serde_json::Value = serde_json::from_str(&local).expect("JSON");
+    for key in ["price", "delta", "delta_std_error"] {
+        assert!(local[key].is_number(), "{local}");
+        assert_eq!(job["result"][key], local[key], "{key}");
+    }
+    let id = job["id"].as_str().expect("id");
+    let (code, out, _) = run(&server, &["status", id]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("delta"), "{out}");
+}
