@@ -314,7 +314,7 @@ impl ValidSpec {
             variance_reduction_factor: None,
             max_paths_reached: false,
             elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-            delta: self.delta.then(|| self.model.delta_scale * exact.delta),
+            delta: self.delta.then_some(self.model.delta_scale * exact.delta),
             delta_std_error: self.delta.then_some(0.0),
         }
     }
