@@ -3,6 +3,7 @@ message when pandas is not installed."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 
@@ -54,7 +55,7 @@ def test_unfinished_jobs_are_missing_values_and_seeds_stay_exact() -> None:
 def test_delta_columns_appear_when_a_job_reports_delta() -> None:
     pytest.importorskip("pandas")
     plain = _result("a", "succeeded", 9.5, 1)
-    with_delta = Result(**{**plain.__dict__, "job_id": "b", "delta": 0.62, "delta_std_error": 0.001})
+    with_delta = dataclasses.replace(plain, job_id="b", delta=0.62, delta_std_error=0.001)
     assert "delta" not in results_frame([plain]).columns
     frame = results_frame([plain, with_delta])
     columns = list(frame.columns)
