@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use mcq_kernel::original::{NetRandom, Sample, Xoshiro256};
-use mcq_kernel::{CHUNK_PATHS, MAX_RUNS, Spec, ValidSpec, VarianceReduction};
+use mcq_kernel::{CHUNK_PATHS, Greek, MAX_RUNS, Spec, ValidSpec, VarianceReduction};
 use serde_json::{Value, json};
 
 use report::Report;
@@ -217,6 +217,22 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             ..Spec::default()
         })?;
         rows.push((format!("kernel, {name}"), kernel_run(valid, chunks)));
+    }
+    // The same estimators asked for delta too, interleaved with the rows
+    // above, so the cost of delta is read off one run.
+    for (name, vr) in ESTIMATORS {
+        let valid = validate(Spec {
+            periods: n,
+            runs: Some(paths),
+            seed: Some(1),
+            variance_reduction: vr,
+            greeks: vec![Greek::Delta],
+            ..Spec::default()
+        })?;
+        rows.push((
+            format!("kernel, {name}, with delta"),
+            kernel_run(valid, chunks),
+        ));
     }
     let single = interleave(&mut rows, args.repeats);
     let names: Vec<String> = rows.into_iter().map(|(name, _)| name).collect();

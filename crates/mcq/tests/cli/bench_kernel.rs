@@ -25,7 +25,7 @@ fn bench_kernel_reports_every_section_as_json() {
     let positive = |x: &Value| x.as_f64().is_some_and(|x| x > 0.0 && x.is_finite());
 
     let rows = v["single_thread"].as_array().unwrap();
-    assert_eq!(rows.len(), 8, "{v}");
+    assert_eq!(rows.len(), 13, "{v}");
     assert!(rows[0]["name"].as_str().unwrap().contains("faithful"));
     for key in [
         "ns_per_path_step",
@@ -35,6 +35,10 @@ fn bench_kernel_reports_every_section_as_json() {
         assert!(rows.iter().all(|r| positive(&r[key])), "{key}: {v}");
     }
     assert!(rows.iter().any(|r| r["name"] == "kernel, plain"));
+    assert!(
+        rows.iter()
+            .any(|r| r["name"] == "kernel, auto (both controls), with delta")
+    );
     assert!(positive(&v["ratio_plain_vs_original"]));
     assert!(positive(&v["ratio_plain_vs_original_medians"]));
 
@@ -183,5 +187,5 @@ fn bench_kernel_no_target_skips_only_that_section() {
     ]);
     assert_eq!(v["to_target"].as_array().map(Vec::len), Some(0), "{v}");
     assert_eq!(v["scaling"].as_array().map(Vec::len), Some(1), "{v}");
-    assert_eq!(v["single_thread"].as_array().map(Vec::len), Some(8), "{v}");
+    assert_eq!(v["single_thread"].as_array().map(Vec::len), Some(13), "{v}");
 }
