@@ -105,6 +105,17 @@ pub struct BatchView {
     pub timings: BatchTimings,
 }
 
+/// One page of batches (`GET /v1/batches`), newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BatchPage {
+    /// Batches, newest first, each as `GET /v1/batches/{id}` shows it.
+    pub batches: Vec<BatchView>,
+    /// Cursor for the next (older) page (`?after=`); absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Uuid>,
+}
+
 /// Answer of `POST /v1/batches/{id}/cancel`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

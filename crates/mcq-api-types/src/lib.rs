@@ -19,17 +19,20 @@ mod batch;
 mod health;
 mod job;
 mod problem;
+mod queue;
 mod worker;
 
 use std::time::Duration;
 
 pub use batch::{
-    BatchAccepted, BatchCancelled, BatchRequest, BatchTimings, BatchView, PriceStats, StateCounts,
+    BatchAccepted, BatchCancelled, BatchPage, BatchRequest, BatchTimings, BatchView, PriceStats,
+    StateCounts,
 };
 pub use health::Health;
 pub use job::{JobCancelled, JobPage, JobRequest, JobState, JobTimings, JobView};
 pub use problem::{FieldProblem, PROBLEM_JSON, Problem};
-pub use worker::{WorkerList, WorkerView};
+pub use queue::{QueueView, TaskDepth, WorkerCounts};
+pub use worker::{WorkerList, WorkerState, WorkerView};
 
 /// Longest `?wait=` a long poll may ask for; the server refuses more.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);

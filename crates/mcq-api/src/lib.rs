@@ -16,6 +16,7 @@ mod extract;
 mod health;
 mod openapi;
 mod origin;
+mod overview;
 mod problem;
 mod read;
 mod submit;
@@ -75,6 +76,7 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
         (Method::GET, "/v1/jobs/{id}", get(read::get_job)),
         (Method::POST, "/v1/jobs/{id}/cancel", post(read::cancel_job)),
         (Method::POST, "/v1/batches", post(submit::submit_batch)),
+        (Method::GET, "/v1/batches", get(overview::list_batches)),
         (Method::GET, "/v1/batches/{id}", get(read::get_batch)),
         (Method::GET, "/v1/batches/{id}/jobs", get(read::batch_jobs)),
         (
@@ -82,7 +84,8 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
             "/v1/batches/{id}/cancel",
             post(read::cancel_batch),
         ),
-        (Method::GET, "/v1/workers", get(read::workers)),
+        (Method::GET, "/v1/workers", get(overview::workers)),
+        (Method::GET, "/v1/queue", get(overview::queue)),
         (Method::GET, "/healthz", get(health::healthz)),
         (Method::GET, "/readyz", get(health::readyz)),
         (Method::GET, "/openapi.json", get(health::openapi_json)),

@@ -21,7 +21,9 @@ use utoipa::OpenApi;
         crate::read::batch_jobs,
         crate::read::cancel_job,
         crate::read::cancel_batch,
-        crate::read::workers,
+        crate::overview::list_batches,
+        crate::overview::workers,
+        crate::overview::queue,
         crate::health::healthz,
         crate::health::readyz,
         crate::health::openapi_json,
@@ -30,7 +32,7 @@ use utoipa::OpenApi;
     tags(
         (name = "jobs", description = "Single pricing jobs"),
         (name = "batches", description = "Batches of jobs and their statistics"),
-        (name = "workers", description = "Worker processes"),
+        (name = "workers", description = "Worker processes and the queue as a whole"),
         (name = "operations", description = "Probes and this document"),
     )
 )]

@@ -1,11 +1,9 @@
-//! Reading and cancelling: jobs, batches, a batch's jobs by cursor, workers.
+//! Reading and cancelling: jobs, batches, a batch's jobs by cursor.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::{Extension, Json};
-use mcq_api_types::{
-    BatchCancelled, BatchView, JobCancelled, JobPage, JobView, Problem, WorkerList,
-};
+use mcq_api_types::{BatchCancelled, BatchView, JobCancelled, JobPage, JobView, Problem};
 use serde::Deserialize;
 
 use crate::AppState;
@@ -302,20 +300,4 @@ pub(crate) async fn cancel_batch(
             id: raw,
         })?;
     Ok(Json(BatchCancelled { id, cancelled }))
-}
-
-/// Workers with a recent heartbeat.
-#[utoipa::path(
-    get,
-    path = "/v1/workers",
-    tag = "workers",
-    responses(
-        (status = 200, description = "Live workers, their last heartbeat and work done", body = WorkerList),
-        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
-    )
-)]
-pub(crate) async fn workers(State(state): State<AppState>) -> Result<Json<WorkerList>, ApiError> {
-    Ok(Json(WorkerList {
-        workers: state.store.workers().await?,
-    }))
 }

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use mcq_api_types::{
-    BatchAccepted, BatchCancelled, BatchRequest, BatchView, FieldProblem, Health, IDEMPOTENCY_KEY,
-    JobCancelled, JobPage, JobView, MAX_WAIT, Problem, WorkerList, WorkerView,
+    BatchAccepted, BatchCancelled, BatchPage, BatchRequest, BatchView, FieldProblem, Health,
+    IDEMPOTENCY_KEY, JobCancelled, JobPage, JobView, MAX_WAIT, Problem, QueueView, WorkerList,
+    WorkerView,
 };
 use mcq_kernel::Spec;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -206,10 +207,25 @@ impl Client {
             .await
     }
 
-    /// `GET /v1/workers`: live workers.
+    /// `GET /v1/workers`: workers heard from recently, with their state.
     pub async fn workers(&self) -> Result<Vec<WorkerView>, ClientError> {
         let list: WorkerList = self.get("/v1/workers").await?;
         Ok(list.workers)
+    }
+
+    /// `GET /v1/queue`: unfinished tasks by state, the oldest wait, workers by state.
+    pub async fn queue(&self) -> Result<QueueView, ClientError> {
+        self.get("/v1/queue").await
+    }
+
+    /// `GET /v1/batches`: one page of batches, newest first; `after` is the
+    /// `next` of the page before.
+    pub async fn batches(&self, after: Option<Uuid>, limit: u32) -> Result<BatchPage, ClientError> {
+        let mut path = format!("/v1/batches?limit={limit}");
+        if let Some(after) = after {
+            path.push_str(&format!("&after={after}"));
+        }
+        self.get(&path).await
     }
 
     /// `GET /readyz`: `Ok` when the server and its database answer.

@@ -26,6 +26,6 @@ mod work;
 pub use finished::FinishedEvents;
 pub use idle::IdleWorkers;
 pub use schema::SchemaStatus;
-pub use store::{MAX_PAGE, QueueConfig, Store, StoreError};
+pub use store::{LOST_LISTED, MAX_BATCH_PAGE, MAX_PAGE, QueueConfig, Store, StoreError};
 pub use types::*;
 pub use work::WorkEvents;

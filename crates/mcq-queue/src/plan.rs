@@ -8,7 +8,7 @@ use mcq_kernel::{Partial, PriceResult, Spec, ValidSpec};
 use uuid::Uuid;
 
 use crate::store::StoreError;
-use crate::types::{JobState, Submission};
+use crate::types::{JobState, Submission, WorkerState};
 
 /// One job of a submission, ready to insert.
 #[derive(Debug, Clone)]
@@ -115,6 +115,20 @@ pub(crate) fn parse_state(text: &str) -> Result<JobState, StoreError> {
         "failed" => JobState::Failed,
         "cancelled" => JobState::Cancelled,
         other => return Err(StoreError::Corrupt(format!("unknown state {other:?}"))),
+    })
+}
+
+/// Reads a worker state as the worker-list statements spell it.
+pub(crate) fn parse_worker_state(text: &str) -> Result<WorkerState, StoreError> {
+    Ok(match text {
+        "active" => WorkerState::Active,
+        "draining" => WorkerState::Draining,
+        "lost" => WorkerState::Lost,
+        other => {
+            return Err(StoreError::Corrupt(format!(
+                "unknown worker state {other:?}"
+            )));
+        }
     })
 }
 

@@ -261,9 +261,29 @@ impl Store {
     pub async fn cancel_batch(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
         dispatch!(self, q => q.cancel_batch(id).await)
     }
-    /// Workers that sent a heartbeat within three leases.
+    /// Batches newest first, filtered as `query` says, at most
+    /// `query.limit` (capped at [`MAX_BATCH_PAGE`]). Each view is read as
+    /// [`Store::batch`] reads it, so a page costs what its batches' views do.
+    pub async fn batches(&self, query: BatchQuery) -> Result<Vec<BatchView>, StoreError> {
+        let query = BatchQuery {
+            limit: query.limit.clamp(1, MAX_BATCH_PAGE),
+            ..query
+        };
+        let query = &query;
+        read_again_if_dropped(move || async move { dispatch!(self, q => q.batches(query).await) })
+            .await
+    }
+    /// Workers heard from within [`LOST_LISTED`], each with its state
+    /// (`lost` once its heartbeat is older than the lease), the tasks it
+    /// holds and its recent throughput; oldest first.
     pub async fn workers(&self) -> Result<Vec<WorkerView>, StoreError> {
         read_again_if_dropped(move || async move { dispatch!(self, q => q.workers().await) }).await
+    }
+    /// The queue as a whole: unfinished tasks by state, the age of the
+    /// oldest due one, workers by state. A few index reads, whatever the
+    /// number of finished jobs.
+    pub async fn queue(&self) -> Result<QueueView, StoreError> {
+        read_again_if_dropped(move || async move { dispatch!(self, q => q.queue().await) }).await
     }
 
     /// Registers a worker process.
@@ -282,7 +302,17 @@ impl Store {
         worker: Uuid,
         held: &[(i64, Uuid)],
     ) -> Result<Heartbeat, StoreError> {
-        dispatch!(self, q => q.heartbeat(worker, held).await)
+        dispatch!(self, q => q.heartbeat(worker, held, None).await)
+    }
+    /// [`Store::heartbeat`], also recording what the worker tells of
+    /// itself for the worker list (in the same round trip).
+    pub async fn heartbeat_reporting(
+        &self,
+        worker: Uuid,
+        held: &[(i64, Uuid)],
+        pulse: WorkerPulse,
+    ) -> Result<Heartbeat, StoreError> {
+        dispatch!(self, q => q.heartbeat(worker, held, Some(pulse)).await)
     }
     /// Ends expired leases: a task with attempts left goes back to the
     /// queue (its worker vanished; any worker may claim it again), and one
@@ -433,3 +463,11 @@ impl Store {
 
 /// Most jobs one page of [`Store::batch_jobs`] returns.
 pub const MAX_PAGE: u32 = 1000;
+
+/// Most batches one page of [`Store::batches`] returns: each is a batch
+/// view, whose cost grows with the batch.
+pub const MAX_BATCH_PAGE: u32 = 100;
+
+/// How long after its last heartbeat a worker stays in the worker list
+/// (as `lost` once its lease has passed), so that a crash shows.
+pub const LOST_LISTED: Duration = Duration::from_secs(300);

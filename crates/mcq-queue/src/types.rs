@@ -9,7 +9,8 @@ use uuid::Uuid;
 // The backends' read modules name the views through this module, beside
 // the queue's own types.
 pub(crate) use mcq_api_types::{
-    BatchTimings, BatchView, JobState, JobTimings, JobView, PriceStats, StateCounts, WorkerView,
+    BatchTimings, BatchView, JobState, JobTimings, JobView, PriceStats, QueueView, StateCounts,
+    TaskDepth, WorkerCounts, WorkerState, WorkerView,
 };
 
 /// A client's idempotency key and the fingerprint of the request it came with.
@@ -56,6 +57,30 @@ pub struct WorkerInfo {
     pub pid: u32,
     /// Tasks computed at once.
     pub concurrency: u32,
+}
+
+/// Which batches [`Store::batches`](crate::Store::batches) lists, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchQuery {
+    /// `Some(true)`: only batches with no job queued or running;
+    /// `Some(false)`: only those with some; `None`: both.
+    pub done: Option<bool>,
+    /// Only batches whose label contains this text (case-sensitive).
+    pub label: Option<String>,
+    /// Cursor: only batches older than this one (the last of the page before).
+    pub after: Option<uuid::Uuid>,
+    /// Most batches returned (capped at [`MAX_BATCH_PAGE`](crate::MAX_BATCH_PAGE)).
+    pub limit: u32,
+}
+
+/// What a worker tells of itself with a heartbeat
+/// ([`Store::heartbeat_reporting`](crate::Store::heartbeat_reporting)), for the worker list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerPulse {
+    /// It is shutting down: it claims nothing more.
+    pub draining: bool,
+    /// Tasks whose completion the store accepted in the last minute.
+    pub tasks_last_minute: u64,
 }
 
 /// A task handed to a worker, valid while its lease is.

@@ -2,14 +2,17 @@
 //! renewal with cancellation delivery, reaping of tasks that exhausted
 //! their attempts by losing their workers, and occasional pruning.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mcq_queue::Store;
+use mcq_queue::{Store, WorkerPulse};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::counters::Counters;
 use crate::held::Held;
 
 /// Renews the worker's heartbeat and leases every `interval` until `stop`.
@@ -19,13 +22,20 @@ use crate::held::Held;
 /// ends within about a heartbeat. A failed heartbeat is only logged: the
 /// next tick tries again, and if the outage outlasts the lease our late
 /// completions are refused, which is the correct outcome.
+///
+/// Each heartbeat also tells the store, for the worker list, whether the
+/// worker is draining (`shutdown` cancelled) and how many completions it
+/// had accepted over the last minute.
 pub(crate) async fn renew_leases(
     store: Store,
     worker: Uuid,
     held: Arc<Held>,
+    counters: Arc<Counters>,
     interval: Duration,
+    shutdown: CancellationToken,
     stop: CancellationToken,
 ) {
+    let mut minute = Throughput::default();
     let mut ticks = tokio::time::interval(interval);
     // After a stall, one prompt renewal is what matters, not a burst.
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -37,7 +47,14 @@ pub(crate) async fn renew_leases(
             _ = ticks.tick() => {}
         }
         let presented = held.snapshot();
-        match store.heartbeat(worker, &presented).await {
+        let pulse = WorkerPulse {
+            draining: shutdown.is_cancelled(),
+            tasks_last_minute: minute.sample(
+                tokio::time::Instant::now(),
+                counters.completed.load(Ordering::Relaxed),
+            ),
+        };
+        match store.heartbeat_reporting(worker, &presented, pulse).await {
             Ok(reply) => {
                 if failing {
                     tracing::info!("heartbeat succeeded again");
@@ -71,6 +88,31 @@ pub(crate) async fn renew_leases(
                 tracing::warn!(error = %err, held = held.len(), "heartbeat failed; leases may expire");
             }
         }
+    }
+}
+
+/// Completions over the last minute, from samples of the running total
+/// taken at each heartbeat.
+#[derive(Debug, Default)]
+struct Throughput {
+    samples: VecDeque<(tokio::time::Instant, u64)>,
+}
+
+impl Throughput {
+    /// Records the total `done` at `now`; returns how much it grew since
+    /// the oldest sample within the last minute (since the start, for a
+    /// worker younger than that).
+    fn sample(&mut self, now: tokio::time::Instant, done: u64) -> u64 {
+        while self
+            .samples
+            .get(1)
+            .is_some_and(|&(at, _)| now.duration_since(at) >= Duration::from_secs(60))
+        {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((now, done));
+        let oldest = self.samples.front().map_or(done, |&(_, n)| n);
+        done.saturating_sub(oldest)
     }
 }
 
@@ -122,5 +164,35 @@ pub(crate) async fn prune(store: Store, interval: Duration, stop: CancellationTo
             Ok(removed) => tracing::info!(removed, "pruned finished jobs past retention"),
             Err(err) => tracing::warn!(error = %err, "pruning failed; will try again"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throughput_counts_the_last_minute() {
+        let start = tokio::time::Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        let mut minute = Throughput::default();
+        assert_eq!(minute.sample(at(0), 0), 0);
+        assert_eq!(minute.sample(at(30), 40), 40);
+        assert_eq!(
+            minute.sample(at(60), 100),
+            100,
+            "the sample at 0 s is a minute old: still the base"
+        );
+        assert_eq!(
+            minute.sample(at(61), 100),
+            100,
+            "the newest sample a minute old is the base"
+        );
+        assert_eq!(minute.sample(at(91), 130), 90, "from the sample at 30 s");
+        assert_eq!(
+            minute.sample(at(200), 130),
+            0,
+            "nothing done for over a minute"
+        );
     }
 }

@@ -57,7 +57,9 @@ pub(crate) async fn run(
         store.clone(),
         worker,
         held.clone(),
+        counters.clone(),
         config.heartbeat_interval,
+        shutdown.clone(),
         background.clone(),
     ));
     tracker.spawn(heartbeat::reap(

@@ -8,6 +8,7 @@ mod harness;
 mod long_poll;
 mod openapi;
 mod outage;
+mod overview;
 
 /// Declares `<name>_sqlite` and `<name>_postgres` tests running `case`.
 #[macro_export]

@@ -6,6 +6,7 @@
 mod complete;
 mod functions;
 mod listen;
+mod overview;
 mod read;
 mod session;
 mod submit;

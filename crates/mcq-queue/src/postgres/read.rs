@@ -10,9 +10,7 @@ use uuid::Uuid;
 use super::PgQueue;
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{
-    BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts, WorkerView,
-};
+use crate::types::{BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts};
 
 /// Columns of a job view, for `FROM jobs j LEFT JOIN results r`.
 const JOB_COLUMNS: &str =
@@ -29,9 +27,10 @@ const STAGED_COLUMNS: &str = "u.id, st.batch_id, 'queued'::text, u.spec, NULL::t
 /// Staged jobs with their position, for `WHERE` clauses to narrow.
 const STAGED_FROM: &str = "staged st, unnest(st.ids, st.specs) WITH ORDINALITY AS u(id, spec, o)";
 
-/// A batch's counts, price statistics and timings in one pass over its jobs.
-/// `stddev_samp` is PostgreSQL's numerically stable (Youngs–Cramer) one.
-const BATCH: &str = "
+/// A batch's counts, price statistics and timings in one pass over its
+/// jobs, for `WHERE` clauses on `b` to narrow. `stddev_samp` is
+/// PostgreSQL's numerically stable (Youngs–Cramer) one.
+pub(super) const BATCH_SELECT: &str = "
 SELECT b.id, b.label, b.total, b.submitted_at, s.*
 FROM batches b, LATERAL (
     SELECT count(*) FILTER (WHERE state = 'queued')
@@ -46,8 +45,7 @@ FROM batches b, LATERAL (
            min(started_at) AS first_started_at, max(finished_at) AS last_finished_at,
            coalesce(sum(compute_ms), 0) AS compute_ms_total
     FROM jobs WHERE batch_id = b.id
-) s
-WHERE b.id = $1";
+) s";
 
 impl PgQueue {
     /// One job and its result.
@@ -68,57 +66,12 @@ impl PgQueue {
 
     /// Counts, statistics and timings of a batch.
     pub(crate) async fn batch(&self, id: Uuid) -> Result<Option<BatchView>, StoreError> {
-        let Some(row) = sqlx::query(BATCH)
+        let sql = format!("{BATCH_SELECT} WHERE b.id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .fetch_optional(&self.pool)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let count = |name: &str| -> Result<u64, StoreError> {
-            Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
-        };
-        let counts = StateCounts {
-            queued: count("queued")?,
-            running: count("running")?,
-            succeeded: count("succeeded")?,
-            failed: count("failed")?,
-            cancelled: count("cancelled")?,
-        };
-        let priced = count("priced")?;
-        let stats = if priced == 0 {
-            None
-        } else {
-            let stddev: f64 = row.try_get::<Option<f64>, _>("stddev")?.unwrap_or(0.0);
-            Some(PriceStats {
-                count: priced,
-                mean: row.try_get::<Option<f64>, _>("mean")?.unwrap_or(0.0),
-                min: row.try_get::<Option<f64>, _>("min_price")?.unwrap_or(0.0),
-                max: row.try_get::<Option<f64>, _>("max_price")?.unwrap_or(0.0),
-                stddev,
-                std_error: stddev / (priced as f64).sqrt(),
-            })
-        };
-        let done = counts.queued == 0 && counts.running == 0;
-        let submitted_at: DateTime<Utc> = row.try_get("submitted_at")?;
-        let last_finished_at: Option<DateTime<Utc>> = row.try_get("last_finished_at")?;
-        Ok(Some(BatchView {
-            id: row.try_get("id")?,
-            label: row.try_get("label")?,
-            total: u64::try_from(row.try_get::<i64, _>("total")?).unwrap_or(0),
-            counts,
-            done,
-            stats,
-            timings: BatchTimings {
-                submitted_at,
-                first_started_at: row.try_get("first_started_at")?,
-                last_finished_at,
-                makespan_ms: last_finished_at
-                    .filter(|_| done)
-                    .map(|t| ms_between(submitted_at, t)),
-                compute_ms_total: row.try_get("compute_ms_total")?,
-            },
-        }))
+            .await?;
+        row.as_ref().map(batch_view).transpose()
     }
 
     /// A page of a batch's jobs after the job `after`, in submission order.
@@ -172,32 +125,54 @@ impl PgQueue {
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
+}
 
-    /// Workers whose last heartbeat is within three leases.
-    pub(crate) async fn workers(&self) -> Result<Vec<WorkerView>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, hostname, pid, concurrency, started_at, last_heartbeat_at, tasks_done, jobs_done
-             FROM workers WHERE last_heartbeat_at > now() - make_interval(secs => $1)
-             ORDER BY started_at, id",
-        )
-        .bind(3.0 * self.lease_secs())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(WorkerView {
-                    id: row.try_get("id")?,
-                    hostname: row.try_get("hostname")?,
-                    pid: u32::try_from(row.try_get::<i64, _>("pid")?).unwrap_or(0),
-                    concurrency: u32::try_from(row.try_get::<i32, _>("concurrency")?).unwrap_or(0),
-                    started_at: row.try_get("started_at")?,
-                    last_heartbeat_at: row.try_get("last_heartbeat_at")?,
-                    tasks_done: u64::try_from(row.try_get::<i64, _>("tasks_done")?).unwrap_or(0),
-                    jobs_done: u64::try_from(row.try_get::<i64, _>("jobs_done")?).unwrap_or(0),
-                })
-            })
-            .collect()
-    }
+/// A batch view from a row of [`BATCH_SELECT`].
+pub(super) fn batch_view(row: &PgRow) -> Result<BatchView, StoreError> {
+    let count = |name: &str| -> Result<u64, StoreError> {
+        Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+    };
+    let counts = StateCounts {
+        queued: count("queued")?,
+        running: count("running")?,
+        succeeded: count("succeeded")?,
+        failed: count("failed")?,
+        cancelled: count("cancelled")?,
+    };
+    let priced = count("priced")?;
+    let stats = if priced == 0 {
+        None
+    } else {
+        let stddev: f64 = row.try_get::<Option<f64>, _>("stddev")?.unwrap_or(0.0);
+        Some(PriceStats {
+            count: priced,
+            mean: row.try_get::<Option<f64>, _>("mean")?.unwrap_or(0.0),
+            min: row.try_get::<Option<f64>, _>("min_price")?.unwrap_or(0.0),
+            max: row.try_get::<Option<f64>, _>("max_price")?.unwrap_or(0.0),
+            stddev,
+            std_error: stddev / (priced as f64).sqrt(),
+        })
+    };
+    let done = counts.queued == 0 && counts.running == 0;
+    let submitted_at: DateTime<Utc> = row.try_get("submitted_at")?;
+    let last_finished_at: Option<DateTime<Utc>> = row.try_get("last_finished_at")?;
+    Ok(BatchView {
+        id: row.try_get("id")?,
+        label: row.try_get("label")?,
+        total: u64::try_from(row.try_get::<i64, _>("total")?).unwrap_or(0),
+        counts,
+        done,
+        stats,
+        timings: BatchTimings {
+            submitted_at,
+            first_started_at: row.try_get("first_started_at")?,
+            last_finished_at,
+            makespan_ms: last_finished_at
+                .filter(|_| done)
+                .map(|t| ms_between(submitted_at, t)),
+            compute_ms_total: row.try_get("compute_ms_total")?,
+        },
+    })
 }
 
 /// A job view from a row of [`JOB_COLUMNS`].

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{ClaimedTask, Heartbeat, Reaped};
+use crate::types::{ClaimedTask, Heartbeat, Reaped, WorkerPulse};
 
 // Row estimates of CTEs are guesses (usually one row), so the queue's
 // statements (here and in functions/) avoid joining one CTE against
@@ -84,9 +84,13 @@ FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 /// made each heartbeat 4 million comparisons (64 ms per heartbeat, 15% of
 /// the database's time in a burn-down).
 /// `due` marks running leases past half their length.
+/// A worker that tells of itself (`$4`, `$5`) also sets its draining flag
+/// and recent throughput; one that does not leaves them as they are.
 const HEARTBEAT_READ: &str = "
 WITH beat AS (
-    UPDATE workers SET last_heartbeat_at = now() WHERE id = $1
+    UPDATE workers SET last_heartbeat_at = now(), draining = coalesce($4, draining),
+                       tasks_last_minute = coalesce($5, tasks_last_minute)
+    WHERE id = $1
 )
 SELECT t.id, t.lease_token, t.state = 'running' AS running,
        t.lease_expires_at < now() + make_interval(secs => $3 / 2) AS due
@@ -140,12 +144,15 @@ impl PgQueue {
         &self,
         worker: Uuid,
         held: &[(i64, Uuid)],
+        pulse: Option<WorkerPulse>,
     ) -> Result<Heartbeat, StoreError> {
         let ids: Vec<i64> = held.iter().map(|h| h.0).collect();
         let rows = sqlx::query(HEARTBEAT_READ)
             .bind(worker)
             .bind(&ids)
             .bind(self.lease_secs())
+            .bind(pulse.map(|p| p.draining))
+            .bind(pulse.map(|p| i64::try_from(p.tasks_last_minute).unwrap_or(i64::MAX)))
             .fetch_all(&self.pool)
             .await?;
         let mut now = HashMap::with_capacity(rows.len());

@@ -9,6 +9,7 @@
 //! timeout.
 
 mod complete;
+mod overview;
 mod read;
 mod submit;
 mod tasks;

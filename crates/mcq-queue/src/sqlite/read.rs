@@ -5,12 +5,10 @@ use sqlx::Row as _;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
 
-use super::{SqliteQueue, duration_us, now_us, time};
+use super::{SqliteQueue, time};
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{
-    BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts, WorkerView,
-};
+use crate::types::{BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts};
 
 /// Columns of a job view, for `FROM jobs j LEFT JOIN results r`.
 const JOB_COLUMNS: &str =
@@ -146,32 +144,6 @@ impl SqliteQueue {
             .map(job_view)
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
-    }
-
-    /// Workers whose last heartbeat is within three leases.
-    pub(crate) async fn workers(&self) -> Result<Vec<WorkerView>, StoreError> {
-        let since = now_us() - 3 * duration_us(self.config.lease);
-        let rows = sqlx::query(
-            "SELECT id, hostname, pid, concurrency, started_at, last_heartbeat_at, tasks_done, jobs_done
-             FROM workers WHERE last_heartbeat_at > ?1 ORDER BY started_at, id",
-        )
-        .bind(since)
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(WorkerView {
-                    id: row.try_get("id")?,
-                    hostname: row.try_get("hostname")?,
-                    pid: u32::try_from(row.try_get::<i64, _>("pid")?).unwrap_or(0),
-                    concurrency: u32::try_from(row.try_get::<i64, _>("concurrency")?).unwrap_or(0),
-                    started_at: time(row.try_get("started_at")?)?,
-                    last_heartbeat_at: time(row.try_get("last_heartbeat_at")?)?,
-                    tasks_done: u64::try_from(row.try_get::<i64, _>("tasks_done")?).unwrap_or(0),
-                    jobs_done: u64::try_from(row.try_get::<i64, _>("jobs_done")?).unwrap_or(0),
-                })
-            })
-            .collect()
     }
 }
 

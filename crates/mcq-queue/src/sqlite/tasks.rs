@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::{SqliteQueue, duration_us, now_us};
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{ClaimedTask, Heartbeat, Reaped};
+use crate::types::{ClaimedTask, Heartbeat, Reaped, WorkerPulse};
 
 /// Due queued tasks in order (expired leases are requeued by `reap`).
 const CLAIM: &str = "
@@ -139,14 +139,21 @@ impl SqliteQueue {
         &self,
         worker: Uuid,
         held: &[(i64, Uuid)],
+        pulse: Option<WorkerPulse>,
     ) -> Result<Heartbeat, StoreError> {
         let now = now_us();
         let mut tx = self.write().await?;
-        sqlx::query("UPDATE workers SET last_heartbeat_at = ?2 WHERE id = ?1")
-            .bind(worker)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE workers SET last_heartbeat_at = ?2, draining = coalesce(?3, draining),
+                 tasks_last_minute = coalesce(?4, tasks_last_minute)
+             WHERE id = ?1",
+        )
+        .bind(worker)
+        .bind(now)
+        .bind(pulse.map(|p| p.draining))
+        .bind(pulse.map(|p| i64::try_from(p.tasks_last_minute).unwrap_or(i64::MAX)))
+        .execute(&mut *tx)
+        .await?;
         let mut reply = Heartbeat::default();
         for &(task_id, token) in held {
             let row = sqlx::query(

@@ -10,6 +10,7 @@ mod claims;
 mod jobs;
 mod leases;
 mod lifecycle;
+mod overview;
 mod races;
 mod reads;
 mod restart;
@@ -83,6 +84,10 @@ conformance! {
     reads::batch_aggregates_equal_recomputation,
     reads::batch_jobs_pages_in_submission_order,
     reads::workers_are_listed_with_counters_until_deregistered,
+    overview::batches_are_listed_newest_first_filtered_and_paged,
+    overview::queue_depth_counts_unfinished_tasks_by_state,
+    overview::workers_show_state_held_tasks_and_throughput,
+    overview::a_silent_worker_is_listed_as_lost,
     schema::schema_status_follows_the_migrations,
     races::cancels_race_completions_without_errors,
 }
