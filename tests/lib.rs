@@ -29,12 +29,14 @@ pub fn mcq_bin() -> PathBuf {
 }
 
 /// A running `mcq` child process; SIGKILLed when dropped if still running.
-/// Its stderr (the logs) goes to a file, shown by [`McqProcess::logs`].
+/// Its stderr (the logs) goes to a file, shown by [`McqProcess::logs`];
+/// its stdout to another beside it.
 #[derive(Debug)]
 pub struct McqProcess {
     child: Child,
     name: String,
     log: PathBuf,
+    out: PathBuf,
 }
 
 impl McqProcess {
@@ -47,13 +49,16 @@ impl McqProcess {
         log_dir: &Path,
     ) -> anyhow::Result<McqProcess> {
         let log = log_dir.join(format!("{name}.log"));
+        let out = log_dir.join(format!("{name}.out"));
         let file =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let stdout =
+            std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
         let mut command = Command::new(mcq_bin());
         command
             .args(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(file);
         for (key, value) in envs {
             command.env(key, value);
@@ -65,7 +70,43 @@ impl McqProcess {
             child,
             name: name.to_owned(),
             log,
+            out,
         })
+    }
+
+    /// Starts `mcq serve --listen 127.0.0.1:0 --database-url <url> <extra>`
+    /// and waits up to a minute for the address it prints; returns the
+    /// process and its base URL (`http://127.0.0.1:PORT`).
+    pub fn server(
+        name: &str,
+        url: &str,
+        extra: &[&str],
+        log_dir: &Path,
+    ) -> anyhow::Result<(McqProcess, String)> {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--database-url", url];
+        args.extend_from_slice(extra);
+        let mut server = McqProcess::spawn(name, &args, &[("RUST_LOG", "info")], log_dir)?;
+        let start = Instant::now();
+        loop {
+            let printed = std::fs::read_to_string(&server.out).unwrap_or_default();
+            if let Some(rest) = printed.split("listening on ").nth(1) {
+                let base: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+                return Ok((server, base));
+            }
+            if let Some(status) = server.try_status()? {
+                bail!(
+                    "{name} exited with {status} before listening\n{}",
+                    server.logs()
+                );
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                bail!(
+                    "{name} printed no address within a minute\n{}",
+                    server.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Starts `mcq worker --database-url <url> <extra>` logging at debug level.
@@ -152,6 +193,15 @@ impl McqProcess {
     /// The process's whole log so far, unlabelled, to search.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The number a field of the worker's exit line (`worker exited
+    /// claimed=… refused=…`) holds, once the worker has exited.
+    pub fn exit_count(&self, field: &str) -> Option<u64> {
+        let log = self.log_text();
+        let line = log.lines().rev().find(|l| l.contains("worker exited"))?;
+        let value = line.split(&format!(" {field}=")).nth(1)?;
+        value.split_whitespace().next()?.parse().ok()
     }
 
     /// The process's log so far, labelled, for failure messages.

@@ -4,7 +4,7 @@
 //! HTTP). Each test sizes its tasks through the submitting store's
 //! `chunks_per_task` so that a task takes a known number of kernel chunks.
 
-mod batch;
+pub(crate) mod batch;
 mod bench_queue;
 mod connections;
 mod fleet;

@@ -19,6 +19,24 @@ use anyhow::{Context as _, bail};
 /// run with "Address already in use".
 const SHARED_PORT: u16 = 25432;
 
+/// How `pg_ctl` ends a server's sessions when it stops or restarts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Rolls back open transactions, closes the sessions, checkpoints.
+    Fast,
+    /// Kills every process at once, as a crash would; recovery replays WAL.
+    Immediate,
+}
+
+impl Shutdown {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Shutdown::Fast => "fast",
+            Shutdown::Immediate => "immediate",
+        }
+    }
+}
+
 /// A PostgreSQL cluster in a directory of its own, listening on loopback.
 #[derive(Debug)]
 pub struct PgCluster {
@@ -64,6 +82,20 @@ impl PgCluster {
     /// Stops the server immediately (`pg_ctl stop -m immediate`), as a crash would.
     pub fn stop(&self) -> anyhow::Result<()> {
         self.pg_ctl(&["stop", "-m", "immediate", "-w"])
+    }
+
+    /// Stops the server with `pg_ctl stop -m <mode>`.
+    pub fn stop_with(&self, mode: Shutdown) -> anyhow::Result<()> {
+        self.pg_ctl(&["stop", "-m", mode.as_arg(), "-w"])
+    }
+
+    /// Restarts the server with `pg_ctl restart -m <mode>`, waiting until
+    /// it accepts connections again.
+    pub fn restart(&self, mode: Shutdown) -> anyhow::Result<()> {
+        let mut args = self.start_args();
+        args[0] = "restart".into();
+        args.extend(["-m".into(), mode.as_arg().into()]);
+        self.pg_ctl(&args)
     }
 
     /// Starts the server again after [`PgCluster::stop`].

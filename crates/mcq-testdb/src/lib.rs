@@ -14,7 +14,7 @@ mod direct;
 
 use std::path::{Path, PathBuf};
 
-pub use cluster::PgCluster;
+pub use cluster::{PgCluster, Shutdown};
 pub use direct::{execute, query_i64};
 
 /// A fresh, empty PostgreSQL database for one test.

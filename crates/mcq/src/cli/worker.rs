@@ -130,6 +130,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             claimed = report.claimed,
             completed = report.completed,
             refused = report.refused,
+            cancelled = report.cancelled,
             failed = report.failed,
             released = report.released,
             handed_off = report.handed_off,
