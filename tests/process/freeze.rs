@@ -108,11 +108,11 @@ async fn freeze_once(
     let start = Instant::now();
     let victim_id = loop {
         let listed = store.workers().await?;
-        if let Some(w) = listed.iter().find(|w| w.pid == victim.pid()) {
-            if mcq_testdb::query_i64(url, &held_by(w.id)).await? > 0 {
-                victim.freeze()?;
-                break w.id;
-            }
+        if let Some(w) = listed.iter().find(|w| w.pid == victim.pid())
+            && mcq_testdb::query_i64(url, &held_by(w.id)).await? > 0
+        {
+            victim.freeze()?;
+            break w.id;
         }
         anyhow::ensure!(
             start.elapsed() < Duration::from_secs(60),
