@@ -25,11 +25,14 @@ async fn workers_killed_again_and_again_lose_and_repeat_nothing() -> anyhow::Res
     // Jobs of two tasks of 24 chunks: tens of milliseconds each, so a
     // killed worker is nearly always caught computing.
     let store = batch::store(&db.url, 24).await?;
-    let specs: Vec<_> = (0..120).map(|i| batch::spec(48, 11_000 + i)).collect();
+    let specs: Vec<_> = (0..80).map(|i| batch::spec(48, 11_000 + i)).collect();
     let batch_id = batch::submit(&store, specs.clone()).await?;
     let lease = LEASE_SECS.to_string();
     // One slot and one thread each: the batch lasts about as long on any
-    // machine with three cores or more.
+    // machine with three cores or more. A task may be caught by every kill
+    // (each victim is a worker holding a task, perhaps the one the last
+    // victim held): attempts enough that none runs out of them.
+    let attempts = (KILLS + 2).to_string();
     let args = [
         "--concurrency",
         "1",
@@ -39,6 +42,8 @@ async fn workers_killed_again_and_again_lose_and_repeat_nothing() -> anyhow::Res
         &lease,
         "--heartbeat",
         "0.3",
+        "--max-attempts",
+        &attempts,
     ];
     let spawn = |n: usize| McqProcess::worker(&format!("worker{n}"), &db.url, &args, logs.path());
     let mut workers: Vec<McqProcess> = (0..3).map(spawn).collect::<anyhow::Result<_>>()?;
