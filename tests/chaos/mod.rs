@@ -21,4 +21,5 @@ mod embedded;
 mod horizon;
 mod kills;
 mod outcome;
+mod pooler;
 mod submissions;

@@ -43,6 +43,19 @@ pub enum StoreError {
     /// The queue configuration is unusable.
     #[error("invalid queue configuration: {0}")]
     Config(String),
+    /// Two open connections reached one PostgreSQL backend: a pooler in
+    /// transaction or statement mode is in between, and mcq needs a
+    /// session per connection.
+    #[error(
+        "two open connections reached the same PostgreSQL backend (pid {backend}): a pooler in \
+         transaction or statement mode (PgBouncer's pool_mode = transaction) is in between; mcq \
+         keeps state in each session (LISTEN, its timeouts, prepared statements), so connect \
+         directly or through a pool in session mode (pool_mode = session), see deploy/README.md"
+    )]
+    TransactionPooler {
+        /// The backend both connections reached.
+        backend: i32,
+    },
 }
 
 impl StoreError {

@@ -7,6 +7,7 @@ mod complete;
 mod functions;
 mod listen;
 mod overview;
+mod pooler;
 mod read;
 mod session;
 mod submit;
@@ -78,7 +79,10 @@ impl PgQueue {
         // out, where one attempt says why (refused, unknown host, bad
         // password, no such database).
         match tokio::time::timeout(ACQUIRE_TIMEOUT, PgConnection::connect_with(&options)).await {
-            Ok(Ok(probe)) => probe.close().await?,
+            Ok(Ok(probe)) => {
+                probe.close().await?;
+                pooler::refuse_shared_sessions(&options).await?;
+            }
             Ok(Err(err)) => return Err(err.into()),
             Err(_) => {
                 return Err(sqlx::Error::Io(std::io::Error::new(
