@@ -11,10 +11,16 @@ use uuid::Uuid;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
-    /// Free text shown with the batch (at most 200 characters).
+    /// Free text shown with the batch (at most 200 characters, no U+0000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 200, pattern = r"^[^\u0000]*$")
+    )]
     pub label: Option<String>,
     /// The jobs, each a pricing spec; omitted fields take their defaults.
+    /// At least one, at most the server's limit (100,000 by default).
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub jobs: Vec<Spec>,
 }
 

@@ -11,9 +11,13 @@
 // must be a checked conversion or state why it cannot truncate.
 #![warn(clippy::cast_possible_truncation)]
 
+mod body;
 mod dashboard;
+mod decode;
 mod extract;
+mod head;
 mod health;
+mod listen;
 mod openapi;
 mod origin;
 mod overview;
@@ -24,6 +28,7 @@ mod wait;
 
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, Uri};
 use axum::middleware::{self, Next};
@@ -40,21 +45,31 @@ pub use problem::ApiError;
 /// Limits of the service; defaults are what `mcq serve` uses without flags.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
-    /// Largest request body in bytes. 8 MiB holds 10,000 fully written specs
-    /// (about 300 bytes each) with room to spare.
+    /// Largest request body in bytes. The default, 32 MiB, holds the
+    /// default 100,000 jobs written in full (every field, 17 significant
+    /// digits, about 280 bytes each), so for compact JSON the job count
+    /// binds first.
     pub max_body_bytes: usize,
-    /// Most jobs in one batch.
+    /// Most jobs in one batch; decoding stops at the first job past it.
     pub max_batch_jobs: usize,
     /// A request running longer than this is answered with 503.
     pub request_timeout: Duration,
+    /// Most connections open at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// A connection that sends no complete request head for this long,
+    /// after opening or after its last answer, is closed: the header-read
+    /// and the keep-alive idle timeout.
+    pub header_read_timeout: Duration,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
-            max_body_bytes: 8 * 1024 * 1024,
+            max_body_bytes: 32 * 1024 * 1024,
             max_batch_jobs: 100_000,
             request_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -92,53 +107,62 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
     ]
 }
 
-/// The whole service: routes, the dashboard, problem+json fallbacks, body
-/// limit, timeout, and the refusal of cross-origin writes.
+/// The whole service: routes, the dashboard, problem+json fallbacks,
+/// limits on the request head, timeout, and the refusal of cross-origin
+/// writes.
 pub fn app(state: AppState) -> Router {
     let mut router = dashboard::router();
     for (_, path, route) in routes() {
         router = router.route(path, route);
     }
-    // The extractor enforces the limit itself (and answers 413 as a
-    // problem); the axum default of 2 MB would be too small for big batches.
-    let body_limit = DefaultBodyLimit::max(state.config.max_body_bytes);
+    // The body extractor reads bodies itself, within `max_body_bytes`;
+    // axum's default limit of 2 MB must not cut in first.
     router
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(body_limit)
+        .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(
             state.config.request_timeout,
             timeout,
         ))
         .layer(middleware::from_fn(origin::same_origin_writes))
+        .layer(middleware::from_fn(head::check))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
 
 /// Serves [`app`] on `listener` until `shutdown` completes, then stops
 /// accepting and lets in-flight requests finish; long polls (`?wait=`)
-/// answer at once then rather than holding the shutdown up.
+/// answer at once then rather than holding the shutdown up. Connections
+/// are capped and timed out as [`ApiConfig`] says.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let limits = listen::ConnectionLimits {
+        max_connections: state.config.max_connections,
+        header_read_timeout: state.config.header_read_timeout,
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let app = app(state).layer(Extension(wait::Stopping(stop_rx)));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            // Sent before axum waits for in-flight requests; the waits see it.
-            let _ = stop_tx.send(true);
-        })
-        .await
+    listen::serve(listener, app, limits, async move {
+        shutdown.await;
+        // Sent before the connections are asked to finish; the waits see it.
+        let _ = stop_tx.send(true);
+    })
+    .await
 }
 
-async fn no_route(uri: Uri) -> ApiError {
+// The fallbacks read what a client sent (see `body`), so that a client
+// which writes its whole body first still receives the problem.
+async fn no_route(uri: Uri, sent: Body) -> ApiError {
+    body::discard(sent, body::DRAIN_BYTES).await;
     ApiError::NoRoute(uri.path().chars().take(200).collect())
 }
 
-async fn method_not_allowed() -> ApiError {
+async fn method_not_allowed(sent: Body) -> ApiError {
+    body::discard(sent, body::DRAIN_BYTES).await;
     ApiError::MethodNotAllowed
 }
 

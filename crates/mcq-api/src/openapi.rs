@@ -3,7 +3,19 @@
 
 use std::sync::OnceLock;
 
-use utoipa::OpenApi;
+use utoipa::openapi::path::{Operation, Parameter};
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{Modify, OpenApi};
+
+use crate::read::MAX_PAGE;
+use crate::wait::WAIT_PATTERN;
+
+/// A UUID as the API accepts it: hyphenated, hex digits in either case.
+const UUID_PATTERN: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+/// An `Idempotency-Key`: 1 to 255 visible ASCII characters.
+const KEY_PATTERN: &str = "^[!-~]{1,255}$";
 
 /// The annotated API (`ApiDoc::openapi()` builds the document).
 #[derive(Debug, OpenApi)]
@@ -29,6 +41,7 @@ use utoipa::OpenApi;
         crate::health::openapi_json,
     ),
     components(schemas(mcq_api_types::FieldProblem)),
+    modifiers(&Parameters),
     tags(
         (name = "jobs", description = "Single pricing jobs"),
         (name = "batches", description = "Batches of jobs and their statistics"),
@@ -37,6 +50,56 @@ use utoipa::OpenApi;
     )
 )]
 pub struct ApiDoc;
+
+/// Gives every path, query and header parameter the exact rules the
+/// server applies to it, written once here by parameter name rather than
+/// repeated on each handler.
+#[derive(Debug)]
+struct Parameters;
+
+impl Modify for Parameters {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        for item in doc.paths.paths.values_mut() {
+            let operations = [&mut item.get, &mut item.post];
+            for operation in operations.into_iter().flatten() {
+                constrain(operation);
+            }
+        }
+    }
+}
+
+fn constrain(operation: &mut Operation) {
+    for parameter in operation.parameters.iter_mut().flatten() {
+        let RefOr::T(parameter) = parameter else {
+            continue;
+        };
+        if let Some(schema) = schema_of(parameter) {
+            parameter.schema = Some(RefOr::T(schema));
+        }
+    }
+}
+
+/// The schema the server enforces for a parameter, by its name.
+fn schema_of(parameter: &Parameter) -> Option<Schema> {
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    let schema = match parameter.name.as_str() {
+        "id" | "after" => text()
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+            .pattern(Some(UUID_PATTERN)),
+        "wait" => text().pattern(Some(WAIT_PATTERN)),
+        "limit" => ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
+            .minimum(Some(1))
+            .maximum(Some(MAX_PAGE)),
+        "Idempotency-Key" => text()
+            .min_length(Some(1))
+            .max_length(Some(255))
+            .pattern(Some(KEY_PATTERN)),
+        _ => return None,
+    };
+    Some(Schema::Object(schema.build()))
+}
 
 /// The document as a value, e.g. to check it or write it to a file.
 pub fn openapi() -> utoipa::openapi::OpenApi {

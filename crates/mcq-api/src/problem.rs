@@ -30,13 +30,12 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: usize,
     },
-    /// A batch with more jobs than allowed (413).
-    #[error("a batch may hold at most {limit} jobs (got {got}); split it")]
+    /// A batch with more jobs than allowed (413); decoding stops at the
+    /// first job past the limit, so the total is not known.
+    #[error("a batch may hold at most {limit} jobs; split it")]
     TooManyJobs {
         /// The configured maximum.
         limit: usize,
-        /// Jobs in the request.
-        got: usize,
     },
     /// Well-formed specs with invalid values (422).
     #[error("{detail}")]
@@ -63,6 +62,20 @@ pub enum ApiError {
     /// A browser sent a state-changing request on behalf of another site (403).
     #[error("state-changing requests from pages of another origin are refused")]
     CrossOrigin,
+    /// The request target is longer than the server reads (414).
+    #[error("the request URI exceeds {limit} bytes")]
+    UriTooLong {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Too many header fields, or too many bytes of them (431).
+    #[error("the request headers exceed {max_fields} fields or {max_bytes} bytes")]
+    HeadersTooLarge {
+        /// Most fields.
+        max_fields: usize,
+        /// Most bytes of names and values together.
+        max_bytes: usize,
+    },
     /// The idempotency key was used with a different request (409).
     #[error("the Idempotency-Key was already used with a different request")]
     IdempotencyConflict,
@@ -90,6 +103,8 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::NoRoute(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::CrossOrigin => StatusCode::FORBIDDEN,
+            ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::IdempotencyConflict => StatusCode::CONFLICT,
             ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -113,6 +128,10 @@ impl ApiError {
             ApiError::NoRoute(_) => ("/problems/no-route", "No such endpoint"),
             ApiError::MethodNotAllowed => ("/problems/method-not-allowed", "Method not allowed"),
             ApiError::CrossOrigin => ("/problems/cross-origin", "Cross-origin request refused"),
+            ApiError::UriTooLong { .. } => ("/problems/uri-too-long", "Request URI too long"),
+            ApiError::HeadersTooLarge { .. } => {
+                ("/problems/headers-too-large", "Request headers too large")
+            }
             ApiError::IdempotencyConflict => {
                 ("/problems/idempotency-conflict", "Idempotency key conflict")
             }
@@ -168,9 +187,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
         let mut response = (self.status(), body).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if matches!(self, ApiError::BodyTooLarge { .. }) {
+            // What is left of an oversized body may still be arriving.
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }

@@ -7,7 +7,7 @@ use mcq_api_types::{BatchCancelled, BatchView, JobCancelled, JobPage, JobView, P
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::extract::{RawId, parse_id};
+use crate::extract::{RawId, parse_id, parse_uuid};
 use crate::problem::ApiError;
 use crate::wait::{Progress, Stopping, Wake, cap, parse_wait, poll_until};
 
@@ -181,20 +181,16 @@ pub(crate) async fn batch_jobs(
     let id = parse_id(&raw, "batch")?;
     let Query(query) = query.map_err(|err| ApiError::BadParameter(err.body_text()))?;
     let after = match query.after.as_deref() {
-        None | Some("") => None,
-        Some(after) => Some(uuid::Uuid::parse_str(after).map_err(|_| {
+        None => None,
+        Some(after) => Some(parse_uuid(after).ok_or_else(|| {
             ApiError::BadParameter("after must be a job id (UUID) from a previous page".into())
         })?),
     };
     let limit = match query.limit.as_deref() {
-        None | Some("") => DEFAULT_PAGE,
-        Some(limit) => limit
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::BadParameter(format!("limit must be an integer from 1 to {MAX_PAGE}"))
-            })?,
+        None => DEFAULT_PAGE,
+        Some(limit) => parse_limit(limit).ok_or_else(|| {
+            ApiError::BadParameter(format!("limit must be an integer from 1 to {MAX_PAGE}"))
+        })?,
     };
     let wait = cap(
         parse_wait(query.wait.as_deref())?,
@@ -237,6 +233,19 @@ pub(crate) async fn batch_jobs(
         },
     )
     .await?;
+    if jobs.is_empty()
+        && let Some(after) = after
+    {
+        // An empty page after a cursor: the cursor was this batch's last
+        // job, or it is no job of this batch at all (the query finds no
+        // position for it), which is the client's mistake.
+        let owner = state.store.job(after).await?.and_then(|job| job.batch_id);
+        if owner != Some(id) {
+            return Err(ApiError::BadParameter(
+                "after is not a job of this batch; pass the next of one of its pages".into(),
+            ));
+        }
+    }
     let next = if jobs.len() > limit as usize {
         jobs.truncate(limit as usize);
         jobs.last().map(|job| job.id)
@@ -244,6 +253,16 @@ pub(crate) async fn batch_jobs(
         None
     };
     Ok(Json(JobPage { jobs, next }))
+}
+
+/// `limit`: decimal digits only (no sign, no spaces), from 1 to [`MAX_PAGE`].
+fn parse_limit(text: &str) -> Option<u32> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_PAGE).contains(n))
 }
 
 /// Cancels a job that has not finished.

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use mcq_api_types::{
     BatchAccepted, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, JobView, Problem,
 };
-use mcq_kernel::{Spec, ValidSpec};
+use mcq_kernel::{MAX_SEED, Spec, ValidSpec};
 use mcq_queue::{IdempotencyKey, Submission, Submitted};
 
 use crate::AppState;
@@ -75,7 +75,7 @@ pub(crate) async fn submit_job(
     post,
     path = "/v1/batches",
     tag = "batches",
-    request_body(content = BatchRequest, description = "Up to the server's limit of specs (10,000 or more)"),
+    request_body(content = BatchRequest, description = "Up to the server's limit of specs (100,000 by default)"),
     params(("Idempotency-Key" = Option<String>, Header, description = "Replays the original answer when repeated with the same body")),
     responses(
         (status = 202, description = "Enqueued (or replayed); job ids in submission order", body = BatchAccepted,
@@ -93,13 +93,6 @@ pub(crate) async fn submit_batch(
     IdempotencyHeader(key): IdempotencyHeader,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<Response, ApiError> {
-    let limit = state.config.max_batch_jobs;
-    if request.jobs.len() > limit {
-        return Err(ApiError::TooManyJobs {
-            limit,
-            got: request.jobs.len(),
-        });
-    }
     check_label(request.label.as_deref())?;
     if request.jobs.is_empty() {
         return Err(invalid(vec![FieldProblem {
@@ -147,16 +140,30 @@ pub(crate) async fn submit_batch(
     ))
 }
 
+/// The label's rules: at most [`MAX_LABEL_CHARS`] characters, no U+0000
+/// (PostgreSQL cannot store it in text, and every backend must answer alike).
 fn check_label(label: Option<&str>) -> Result<(), ApiError> {
-    match label {
-        Some(label) if label.chars().count() > MAX_LABEL_CHARS => {
-            Err(invalid(vec![FieldProblem {
-                pointer: "/label".into(),
-                detail: format!("label must be at most {MAX_LABEL_CHARS} characters"),
-            }]))
-        }
-        _ => Ok(()),
-    }
+    let Some(label) = label else {
+        return Ok(());
+    };
+    let detail = if label.chars().count() > MAX_LABEL_CHARS {
+        format!("label must be at most {MAX_LABEL_CHARS} characters")
+    } else if let Some(detail) = text_problem(label) {
+        format!("label {detail}")
+    } else {
+        return Ok(());
+    };
+    Err(invalid(vec![FieldProblem {
+        pointer: "/label".into(),
+        detail,
+    }]))
+}
+
+/// What no stored text may hold, whatever the field: U+0000, which
+/// PostgreSQL refuses in `text` and `jsonb` while SQLite keeps it.
+fn text_problem(text: &str) -> Option<&'static str> {
+    text.contains('\0')
+        .then_some("must not contain the character U+0000 (NUL)")
 }
 
 /// Validates every spec (defaults already filled); the kernel draws the
@@ -166,6 +173,13 @@ fn prepare(specs: Vec<Spec>, prefix: impl Fn(usize) -> String) -> Result<Vec<Val
     let mut errors = Vec::new();
     let mut ready = Vec::with_capacity(specs.len());
     for (i, spec) in specs.iter().enumerate() {
+        if let Some(seed) = spec.seed.filter(|&seed| seed > MAX_SEED) {
+            errors.push(FieldProblem {
+                pointer: format!("{}/seed", prefix(i)),
+                detail: format!("seed must be at most 2^53 - 1 = {MAX_SEED} (got {seed})"),
+            });
+            continue;
+        }
         match spec.validate() {
             Ok(valid) => ready.push(valid),
             Err(problems) => errors.extend(problems.into_iter().map(|p| FieldProblem {

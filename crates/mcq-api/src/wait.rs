@@ -46,11 +46,18 @@ const READ_COST_FACTOR: u32 = 4;
 #[derive(Debug, Clone)]
 pub(crate) struct Stopping(pub(crate) watch::Receiver<bool>);
 
+/// Exactly the values [`parse_wait`] accepts, as a regular expression for
+/// the OpenAPI document: 0 to 60 seconds written as seconds (`2`, `2.5s`)
+/// or milliseconds (`500ms`).
+pub(crate) const WAIT_PATTERN: &str =
+    r"^0*(([1-5]?[0-9](\.[0-9]+)?|60(\.0+)?)s?|([1-5]?[0-9]{1,4}(\.[0-9]+)?|60000(\.0+)?)ms)$";
+
 /// Parses `wait`: `250ms`, `1.5s`, or a bare number of seconds (as in the
-/// `Prefer: wait=` header of RFC 7240); from 0 to [`MAX_WAIT`]. An empty
-/// value means no wait, like an absent one.
+/// `Prefer: wait=` header of RFC 7240); from 0 to [`MAX_WAIT`], compared
+/// as written (no rounding lets `60.000001` through). Absent means no
+/// wait; an empty value is refused like any other malformed one.
 pub(crate) fn parse_wait(text: Option<&str>) -> Result<Duration, ApiError> {
-    let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
+    let Some(text) = text else {
         return Ok(Duration::ZERO);
     };
     let bad = || {
@@ -60,26 +67,38 @@ pub(crate) fn parse_wait(text: Option<&str>) -> Result<Duration, ApiError> {
             text.chars().take(40).collect::<String>()
         ))
     };
-    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
-        (ms, 1e-3)
+    let (number, scale, max) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3, MAX_WAIT.as_millis())
     } else if let Some(s) = text.strip_suffix('s') {
-        (s, 1.0)
+        (s, 1.0, u128::from(MAX_WAIT.as_secs()))
     } else {
-        (text, 1.0)
+        (text, 1.0, u128::from(MAX_WAIT.as_secs()))
     };
-    // Digits and one dot only: no signs, exponents, `inf` or `NaN`.
-    let plain = !number.is_empty()
-        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
-        && number.chars().filter(|&c| c == '.').count() <= 1
-        && number != ".";
-    if !plain {
+    // Digits, optionally a dot and more digits: no signs, exponents,
+    // spaces, `inf` or `NaN`.
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty()
+        || !digits(whole)
+        || !digits(fraction)
+        || (number.contains('.') && fraction.is_empty())
+    {
+        return Err(bad());
+    }
+    let significant = whole.trim_start_matches('0');
+    let within = match significant.parse::<u128>() {
+        _ if significant.len() > 12 => false,
+        Ok(n) if n < max => true,
+        Ok(n) if n == max => fraction.bytes().all(|b| b == b'0'),
+        Ok(_) => false,
+        // Only zeros before the dot.
+        Err(_) => true,
+    };
+    if !within {
         return Err(bad());
     }
     let seconds = number.parse::<f64>().map_err(|_| bad())? * scale;
-    if !(seconds.is_finite() && seconds <= MAX_WAIT.as_secs_f64()) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(Duration::from_secs_f64(seconds.min(MAX_WAIT.as_secs_f64())))
 }
 
 /// The longest a wait may hold a request under `request_timeout`: three
@@ -274,16 +293,40 @@ mod tests {
         assert_eq!(ok("2"), Duration::from_secs(2));
         assert_eq!(ok("0"), Duration::ZERO);
         assert_eq!(ok("60s"), MAX_WAIT);
-        assert_eq!(ok(" 3s "), Duration::from_secs(3));
+        assert_eq!(ok("60.000s"), MAX_WAIT);
+        assert_eq!(ok("60000ms"), MAX_WAIT);
+        assert_eq!(ok("007s"), Duration::from_secs(7));
         assert_eq!(parse_wait(None).unwrap(), Duration::ZERO);
-        assert_eq!(parse_wait(Some("")).unwrap(), Duration::ZERO);
     }
 
     #[test]
     fn bad_waits_are_refused() {
         for bad in [
-            "-1", "61", "60001ms", "1e3", "NaN", "inf", "abc", "1m", "1h", "s", "ms", ".", "1.2.3",
-            "+5", "5 s", "0x10", "1_000",
+            "-1",
+            "61",
+            "60001ms",
+            "1e3",
+            "NaN",
+            "inf",
+            "abc",
+            "1m",
+            "1h",
+            "s",
+            "ms",
+            ".",
+            "1.2.3",
+            "+5",
+            "5 s",
+            "0x10",
+            "1_000",
+            "",
+            " 3s",
+            "3s ",
+            ".5",
+            "5.",
+            "60.0000001",
+            "60000.5ms",
+            "59.99999999999999999999999999999999999999999999999999999999999999s1",
         ] {
             let err = parse_wait(Some(bad)).expect_err(bad);
             assert!(matches!(err, ApiError::BadParameter(_)), "{bad}: {err:?}");

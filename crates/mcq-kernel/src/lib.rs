@@ -19,6 +19,7 @@ mod estimate;
 mod exact;
 mod exact_sum;
 mod geometric;
+mod integral;
 mod model;
 pub mod original;
 mod pair_blocks;
@@ -40,6 +41,6 @@ pub use pricing::{CHUNK_PATHS, ValidSpec};
 pub use result::PriceResult;
 pub use spec::{
     DEFAULT_DOWN, DEFAULT_EXERCISE, DEFAULT_INITIAL, DEFAULT_INTEREST, DEFAULT_PERIODS,
-    DEFAULT_RUNS, DEFAULT_UP, Greek, Method, OptionKind, Spec, VarianceReduction,
+    DEFAULT_RUNS, DEFAULT_UP, Greek, MAX_SEED, Method, OptionKind, Spec, VarianceReduction,
 };
 pub use validate::{MAX_PATH_VALUE, MAX_PERIODS, MAX_RUNS, MIN_RUNS};

@@ -69,14 +69,15 @@ pub(crate) fn output(state: u64) -> u64 {
 impl Stream {}
 
 /// A seed for a request that gave none: std's randomly keyed hasher mixed
-/// with the clock, so two requests in the same instant still differ.
+/// with the clock, so two requests in the same instant still differ. Its
+/// top 53 bits, so that it is at most [`MAX_SEED`](crate::MAX_SEED).
 pub(crate) fn fresh_seed() -> u64 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     hasher.write_u128(nanos);
-    hasher.finish()
+    hasher.finish() >> 11
 }
 
 #[cfg(test)]
@@ -97,7 +98,8 @@ mod tests {
     }
 
     #[test]
-    fn fresh_seeds_differ() {
+    fn fresh_seeds_differ_and_stay_below_2_to_the_53() {
         assert_ne!(fresh_seed(), fresh_seed());
+        assert!((0..10_000).all(|_| fresh_seed() <= crate::MAX_SEED));
     }
 }

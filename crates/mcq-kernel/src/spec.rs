@@ -17,6 +17,10 @@ pub const DEFAULT_INTEREST: f64 = 1.08;
 pub const DEFAULT_PERIODS: u32 = 20;
 /// Default number of Monte Carlo paths of the original sample.
 pub const DEFAULT_RUNS: u64 = 1_000_000;
+/// Largest seed the service accepts and draws: 2^53 − 1, the largest
+/// integer every common JSON client (a JavaScript number, a double) holds
+/// exactly.
+pub const MAX_SEED: u64 = (1 << 53) - 1;
 
 /// Call or put on the arithmetic average.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -85,29 +89,46 @@ impl Greek {
 #[serde(deny_unknown_fields, default)]
 pub struct Spec {
     /// Spot price S0 (> 0).
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub initial: f64,
     /// Strike K (>= 0).
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub exercise: f64,
     /// Up factor u per period (> interest).
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub up: f64,
     /// Down factor d per period (0 < down < interest).
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub down: f64,
     /// Gross interest factor R per period, e.g. 1.08 (not a continuous rate).
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub interest: f64,
-    /// Number of periods n.
+    /// Number of periods n (1 to 1000; `exact` at most 40).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
+    #[serde(deserialize_with = "crate::integral::u32")]
     pub periods: u32,
     /// Number of Monte Carlo paths; exclusive with `target_std_error`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::integral::option_u64"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 2, maximum = 10_000_000_000_u64))]
     pub runs: Option<u64>,
     /// Keep simulating until the standard error is at most this; exclusive with `runs`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub target_std_error: Option<f64>,
     /// Call (default) or put.
     pub option: OptionKind,
     /// `mc` (default) or `exact`.
     pub method: Method,
-    /// Seed of the random streams; drawn and reported when absent.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Seed of the random streams, 0 to 2^53 − 1; drawn (in that range) and
+    /// reported when absent.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::integral::option_u64"
+    )]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9_007_199_254_740_991_u64))]
     pub seed: Option<u64>,
     /// Variance reduction for `mc`.
     pub variance_reduction: VarianceReduction,

@@ -2,9 +2,11 @@
 //! and real PostgreSQL databases. Every case runs on both backends.
 
 mod bad_input;
+mod connections;
 mod dashboard;
 mod endpoints;
 mod harness;
+mod hostile;
 mod long_poll;
 mod openapi;
 mod outage;

@@ -146,3 +146,52 @@ fn delta_is_documented_on_specs_and_results() {
         schemas["Greek"]
     );
 }
+
+/// The document states the server's rules for parameters and fields, so
+/// that data valid by the schema is accepted (checked in full by the
+/// schemathesis stage of `.ci/run`).
+#[test]
+fn parameters_and_fields_carry_the_servers_bounds() {
+    let doc = document();
+    let param = |path: &str, method: &str, name: &str| {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{method} {path}: no parameter {name}"))["schema"]
+            .clone()
+    };
+    let limit = param("/v1/batches/{id}/jobs", "get", "limit");
+    assert_eq!(
+        (limit["minimum"].clone(), limit["maximum"].clone()),
+        (1.into(), 1000.into())
+    );
+    for (path, method) in [("/v1/jobs", "post"), ("/v1/batches", "post")] {
+        let key = param(path, method, "Idempotency-Key");
+        assert_eq!(key["minLength"], 1, "{path}");
+        assert_eq!(key["maxLength"], 255, "{path}");
+    }
+    for (path, name) in [
+        ("/v1/jobs/{id}", "wait"),
+        ("/v1/batches/{id}", "wait"),
+        ("/v1/batches/{id}/jobs", "wait"),
+        ("/v1/batches/{id}/jobs", "after"),
+        ("/v1/jobs/{id}", "id"),
+    ] {
+        assert!(
+            param(path, "get", name)["pattern"].is_string(),
+            "{path} {name}"
+        );
+    }
+    let schemas = &doc["components"]["schemas"];
+    let spec = &schemas["Spec"]["properties"];
+    assert_eq!(spec["seed"]["maximum"], mcq_kernel::MAX_SEED);
+    assert_eq!(spec["periods"]["minimum"], 1);
+    assert_eq!(spec["runs"]["minimum"], mcq_kernel::MIN_RUNS);
+    assert_eq!(spec["runs"]["maximum"], mcq_kernel::MAX_RUNS);
+    assert_eq!(spec["initial"]["exclusiveMinimum"], 0);
+    let batch = &schemas["BatchRequest"]["properties"];
+    assert_eq!(batch["jobs"]["minItems"], 1);
+    assert_eq!(batch["label"]["maxLength"], 200);
+}

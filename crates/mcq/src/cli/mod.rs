@@ -9,6 +9,7 @@ mod completions;
 mod count;
 mod demo;
 pub(crate) mod exit;
+mod files;
 mod man;
 mod migrate;
 mod price;

@@ -44,8 +44,9 @@ pub(crate) struct Args {
     /// Monte Carlo or the exact price (periods <= 40).
     #[arg(long, value_enum, default_value_t = MethodArg::Mc)]
     method: MethodArg,
-    /// Seed of the random streams (drawn and printed when absent).
-    #[arg(long)]
+    /// Seed of the random streams, 0 to 2^53 - 1 as the service accepts
+    /// (drawn and printed when absent).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=mcq_kernel::MAX_SEED))]
     seed: Option<u64>,
     /// Worker threads [default: all cores; at most 1024]. The result does
     /// not depend on it.

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::color;
 use super::count::count;
 use super::exit::Outcome;
+use super::files;
 use super::queue_flags::QueueFlags;
 
 /// Flags of `mcq serve`.
@@ -40,6 +41,13 @@ pub(crate) struct Args {
     /// Seconds a request may take before it is answered with 503.
     #[arg(long, default_value_t = ApiConfig::default().request_timeout.as_secs())]
     request_timeout_secs: u64,
+    /// Most connections open at once (lowered to fit the open-file limit).
+    #[arg(long, default_value_t = ApiConfig::default().max_connections, value_parser = count::<usize>(1..=1_000_000))]
+    max_connections: usize,
+    /// Seconds a connection may take to send a request head, after opening
+    /// or after its last answer, before it is closed.
+    #[arg(long, default_value_t = ApiConfig::default().header_read_timeout.as_secs(), value_parser = count::<u64>(1..=3600))]
+    header_read_timeout_secs: u64,
     #[command(flatten)]
     queue: QueueFlags,
 }
@@ -69,6 +77,7 @@ pub(crate) struct Running {
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     init_tracing("info");
+    let max_connections = fit_connections(args.max_connections, files::raise_open_file_limit());
     let embedded = args.embedded_workers.unwrap_or_else(|| {
         if args.database_url.starts_with("sqlite:") {
             cores()
@@ -85,6 +94,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             max_body_bytes: args.max_body_bytes,
             max_batch_jobs: args.max_batch_jobs,
             request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
+            max_connections,
+            header_read_timeout: Duration::from_secs(args.header_read_timeout_secs),
         },
         queue: server_pool(args.queue.apply(QueueConfig::default())),
     };
@@ -116,6 +127,29 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         running.wait().await
     })?;
     Ok(Outcome::Done)
+}
+
+/// Files kept for everything but client connections: the database pool,
+/// the SQLite files and their journals, logs, the listener.
+const FILES_RESERVED: u64 = 256;
+
+/// `wanted` connections, or fewer when the open-file limit cannot hold
+/// them beside the files the server needs for itself.
+fn fit_connections(wanted: usize, open_files: Option<u64>) -> usize {
+    let Some(limit) = open_files else {
+        return wanted;
+    };
+    let room = usize::try_from(limit.saturating_sub(FILES_RESERVED).max(16)).unwrap_or(usize::MAX);
+    if room < wanted {
+        tracing::warn!(
+            open_files = limit,
+            max_connections = room,
+            "the open-file limit holds fewer connections than --max-connections; raise the hard limit (ulimit -Hn) to allow more"
+        );
+        room
+    } else {
+        wanted
+    }
 }
 
 /// Connections the server keeps open from its start, so that workers

@@ -1,7 +1,7 @@
 //! A real `mcq serve` on a temporary SQLite file, for the client commands.
 
 use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -19,9 +19,25 @@ pub(crate) struct Server {
 impl Server {
     /// Starts a server with one embedded worker on a free port.
     pub(crate) fn start() -> Server {
+        Server::launch(mcq(), &[])
+    }
+
+    /// Like [`Server::start`] with `extra` flags, and the soft open-file
+    /// limit first lowered to `soft` (as some systems start processes).
+    pub(crate) fn start_with_open_files(soft: u64, extra: &[&str]) -> Server {
+        let mut command = Command::new("bash");
+        command.args([
+            "-c",
+            &format!("ulimit -S -n {soft} && exec \"$0\" \"$@\""),
+            env!("CARGO_BIN_EXE_mcq"),
+        ]);
+        Server::launch(command, extra)
+    }
+
+    fn launch(mut command: Command, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let database = format!("sqlite:{}", dir.path().join("mcq.sqlite").display());
-        let mut child = mcq()
+        let mut child = command
             .args([
                 "serve",
                 "--listen",
@@ -30,6 +46,7 @@ impl Server {
                 &database,
             ])
             .args(["--embedded-workers", "1"])
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -1,0 +1,90 @@
+//! Reading request bodies within the limit, and discarding what a refused
+//! request still sends.
+//!
+//! Many clients (Python's `http.client`, `requests`, most scripts) write
+//! the whole body before they read anything. If the server answers early
+//! and closes with unread bytes in its receive buffer, the kernel resets
+//! the connection and the client sees a broken pipe instead of the answer.
+//! So a body over the limit, or one sent with a request refused before
+//! its body mattered, is read to its end and thrown away — up to
+//! [`DRAIN_BYTES`] — before the answer leaves.
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, header};
+use http_body_util::BodyExt as _;
+
+use crate::problem::ApiError;
+
+/// Most bytes read and discarded from a refused body. Beyond this the
+/// connection is closed with the answer, which a client still writing may
+/// not receive.
+pub(crate) const DRAIN_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The declared `Content-Length`, if any and well formed.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// True when the client waits for `100 Continue` before sending its body:
+/// then an early answer reaches it without any draining.
+fn expects_continue(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+}
+
+/// Reads the whole body if it holds at most `limit` bytes; otherwise
+/// discards it (see the module) and answers [`ApiError::BodyTooLarge`].
+pub(crate) async fn read_limited(
+    headers: &HeaderMap,
+    mut body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let too_large = ApiError::BodyTooLarge { limit };
+    let declared = content_length(headers);
+    let limit_u64 = u64::try_from(limit).unwrap_or(u64::MAX);
+    if declared.is_some_and(|n| n > limit_u64) {
+        if !expects_continue(headers) {
+            discard(body, DRAIN_BYTES).await;
+        }
+        return Err(too_large);
+    }
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit));
+    let mut collected = Vec::with_capacity(capacity.min(limit));
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Err(ApiError::Malformed {
+                detail: "the request body could not be read".into(),
+                errors: vec![],
+            });
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if collected.len() + data.len() > limit {
+            discard(body, DRAIN_BYTES).await;
+            return Err(too_large);
+        }
+        collected.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(collected))
+}
+
+/// Reads and drops the rest of `body`, at most `bound` bytes of it.
+pub(crate) async fn discard(mut body: Body, bound: u64) {
+    let mut seen: u64 = 0;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(data) = frame.into_data() {
+            seen += data.len() as u64;
+            if seen > bound {
+                return;
+            }
+        }
+    }
+}
