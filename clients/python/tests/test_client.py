@@ -186,14 +186,14 @@ def test_a_wait_outlasts_the_servers_cap_and_runs_out_with_the_last_view(
 
 def test_results_frame(client: Client) -> None:
     pd = pytest.importorskip("pandas")
-    specs = [{"runs": SMALL_RUNS, "seed": 2**63 + i, "exercise": 25 + i} for i in range(5)]
+    specs = [{"runs": SMALL_RUNS, "seed": 2**53 - 5 + i, "exercise": 25 + i} for i in range(5)]
     batch = client.submit_batch(specs)
     frame = client.results_frame(batch.id)
     assert isinstance(frame, pd.DataFrame)
     assert list(frame["job_id"]) == batch.job_ids
     assert list(frame["state"]) == ["succeeded"] * 5
     assert str(frame["seed"].dtype) == "UInt64"
-    assert [int(s) for s in frame["seed"]] == [2**63 + i for i in range(5)]
+    assert [int(s) for s in frame["seed"]] == [2**53 - 5 + i for i in range(5)]
     assert list(frame["exercise"]) == [25.0 + i for i in range(5)]
     assert (frame["ci95_low"] < frame["price"]).all() and (
         frame["price"] < frame["ci95_high"]
@@ -202,25 +202,30 @@ def test_results_frame(client: Client) -> None:
     assert list(frame["price"]) == [r.price for r in client.results(batch.id)]
 
 
-def test_large_seeds_round_trip_exactly(client: Client) -> None:
-    # Past 2^53 a float cannot hold every integer; the top of the u64 range.
-    seeds = [2**53 + 1, 2**63 + 12_345, 2**64 - 1]
+def test_seeds_up_to_the_servers_limit_round_trip_exactly(client: Client) -> None:
+    # The server takes seeds up to 2^53 - 1, the top of what a double holds
+    # exactly; the client keeps them ints throughout.
+    seeds = [2**53 - 3, 2**53 - 2, 2**53 - 1]
     batch = client.submit_batch([{"runs": SMALL_RUNS, "seed": s} for s in seeds])
     results = list(client.results(batch.id))
     assert [r.seed for r in results] == seeds
     assert [r.spec["seed"] for r in results] == seeds
     assert [r.details["seed"] for r in results] == seeds
 
-    job = client.submit(runs=SMALL_RUNS, seed=2**64 - 1)
-    assert job.spec["seed"] == 2**64 - 1
+    job = client.submit(runs=SMALL_RUNS, seed=2**53 - 1)
+    assert job.spec["seed"] == 2**53 - 1
     # The same seed by itself and inside a batch: the same stream.
     alone = client.wait(job, timeout=120).result
     assert alone is not None and _outcome(alone)[1:] == _outcome(results[2])[1:]
 
     with pytest.raises(ProblemError) as too_big:
-        client.submit(seed=2**64)
-    assert too_big.value.status == 400
+        client.submit(seed=2**53)
+    assert too_big.value.status == 422
     assert [e.pointer for e in too_big.value.errors] == ["/seed"]
+    with pytest.raises(ProblemError) as not_u64:
+        client.submit(seed=2**64)
+    assert not_u64.value.status == 400
+    assert [e.pointer for e in not_u64.value.errors] == ["/seed"]
 
 
 def test_idempotent_batches_replay_their_answer(client: Client) -> None:

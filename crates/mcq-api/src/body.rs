@@ -15,9 +15,9 @@ use http_body_util::BodyExt as _;
 
 use crate::problem::ApiError;
 
-/// Most bytes read and discarded from a refused body. Beyond this the
-/// connection is closed with the answer, which a client still writing may
-/// not receive.
+/// Most bytes read and discarded from a refused body beyond its limit.
+/// Beyond this the connection is closed with the answer, which a client
+/// still writing may not receive.
 pub(crate) const DRAIN_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The declared `Content-Length`, if any and well formed.
@@ -49,9 +49,12 @@ pub(crate) async fn read_limited(
     let too_large = ApiError::BodyTooLarge { limit };
     let declared = content_length(headers);
     let limit_u64 = u64::try_from(limit).unwrap_or(u64::MAX);
-    if declared.is_some_and(|n| n > limit_u64) {
-        if !expects_continue(headers) {
-            discard(body, DRAIN_BYTES).await;
+    if let Some(declared) = declared.filter(|&n| n > limit_u64) {
+        // A client waiting for `100 Continue` reads the answer at once; a
+        // body past what would be drained is not worth reading at all.
+        let bound = limit_u64.saturating_add(DRAIN_BYTES);
+        if !expects_continue(headers) && declared <= bound {
+            discard(body, bound).await;
         }
         return Err(too_large);
     }

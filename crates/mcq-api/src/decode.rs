@@ -271,7 +271,7 @@ mod tests {
     fn the_job_limit_stops_the_scan_before_the_rest_is_read() {
         // Past the limit the body is not even valid JSON: a scan that
         // stopped at the limit never sees that.
-        let body = format!(r#"{{"jobs": [{}, not json"#, vec!["{}"; 4].join(", "));
+        let body = format!(r#"{{"jobs": [{}, not json"#, ["{}"; 4].join(", "));
         assert!(matches!(
             batch(&body, 3),
             Err(ApiError::TooManyJobs { limit: 3 })

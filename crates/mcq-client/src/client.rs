@@ -74,9 +74,12 @@ pub struct Client {
 impl Client {
     /// A client for the server at `base_url`, e.g. `http://127.0.0.1:8080`.
     pub fn new(base_url: &str) -> Result<Client, ClientError> {
+        // Idle pooled connections are dropped before the server's default
+        // 10 s idle timeout closes them, so a request never races that close.
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()?;
         Client::with_http(base_url, http)
     }

@@ -66,7 +66,8 @@ def results_frame(results: Iterable[Result]) -> Any:
         columns["delta"] = _float_column([r.delta for r in rows])
         columns["delta_std_error"] = _float_column([r.delta_std_error for r in rows])
     columns["paths"] = pd.array([r.paths for r in rows], dtype="Int64")
-    # Seeds span the whole u64 range: always unsigned, never float.
+    # Seeds are below 2^53 (results stored by older servers may hold any
+    # u64): always unsigned, never float.
     columns["seed"] = pd.array([r.seed for r in rows], dtype="UInt64")
     columns["error"] = [r.error for r in rows]
     return pd.DataFrame(columns)
