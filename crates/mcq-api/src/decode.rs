@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn the_default_body_limit_holds_the_default_batch_written_in_full() {
-        use mcq_kernel::{Method, OptionKind, VarianceReduction};
+        use mcq_kernel::{Greek, Method, OptionKind, VarianceReduction};
         // Every field written, numbers with 17 significant digits: the
         // longest a compact spec gets in practice.
         let spec = Spec {
@@ -330,6 +330,7 @@ mod tests {
             method: Method::Mc,
             seed: Some(mcq_kernel::MAX_SEED),
             variance_reduction: VarianceReduction::Antithetic,
+            greeks: vec![Greek::Delta],
         };
         let config = crate::ApiConfig::default();
         let request = BatchRequest {
