@@ -8,7 +8,6 @@ use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{Modify, OpenApi};
 
-use crate::read::MAX_PAGE;
 use crate::wait::WAIT_PATTERN;
 
 /// A UUID as the API accepts it: hyphenated, hex digits in either case.
@@ -51,9 +50,10 @@ const KEY_PATTERN: &str = "^[!-~]{1,255}$";
 )]
 pub struct ApiDoc;
 
-/// Gives every path, query and header parameter the exact rules the
-/// server applies to it, written once here by parameter name rather than
-/// repeated on each handler.
+/// Gives the id, cursor, wait and key parameters the exact rules the
+/// server applies to them, written once here by parameter name rather than
+/// repeated on each handler (bounds that differ per route, such as
+/// `limit`, stay on the handler).
 #[derive(Debug)]
 struct Parameters;
 
@@ -87,11 +87,6 @@ fn schema_of(parameter: &Parameter) -> Option<Schema> {
             .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
             .pattern(Some(UUID_PATTERN)),
         "wait" => text().pattern(Some(WAIT_PATTERN)),
-        "limit" => ObjectBuilder::new()
-            .schema_type(Type::Integer)
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
-            .minimum(Some(1))
-            .maximum(Some(MAX_PAGE)),
         "Idempotency-Key" => text()
             .min_length(Some(1))
             .max_length(Some(255))

@@ -9,7 +9,9 @@ use mcq_queue::{BatchQuery, MAX_BATCH_PAGE};
 use serde::Deserialize;
 
 use crate::AppState;
+use crate::extract::parse_uuid;
 use crate::problem::ApiError;
+use crate::read::parse_limit;
 
 /// Batches per page when `limit` is not given.
 const DEFAULT_BATCH_PAGE: u32 = 20;
@@ -33,10 +35,10 @@ pub(crate) struct BatchListQuery {
     path = "/v1/batches",
     tag = "batches",
     params(
-        ("state" = Option<String>, Query, description = "`active` (some job queued or running) or `done` (none); absent: both"),
-        ("label" = Option<String>, Query, description = "Only batches whose label contains this text (case-sensitive, at most 200 characters)"),
+        ("state" = Option<String>, Query, pattern = "^(active|done)$", description = "`active` (some job queued or running) or `done` (none); absent: both"),
+        ("label" = Option<String>, Query, min_length = 1, max_length = 200, pattern = r"^[^\u0000]*$", description = "Only batches whose label contains this text (case-sensitive, 1 to 200 characters, no U+0000)"),
         ("after" = Option<uuid::Uuid>, Query, description = "Cursor: the `next` of the previous page"),
-        ("limit" = Option<u32>, Query, description = "Batches per page, 1 to 100 (default 20)"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Batches per page, 1 to 100 (default 20)"),
     ),
     responses(
         (status = 200, description = "A page of batches, newest first; `next` is absent on the last page", body = BatchPage),
@@ -50,7 +52,7 @@ pub(crate) async fn list_batches(
 ) -> Result<Json<BatchPage>, ApiError> {
     let Query(query) = query.map_err(|err| ApiError::BadParameter(err.body_text()))?;
     let done = match query.state.as_deref() {
-        None | Some("") => None,
+        None => None,
         Some("active") => Some(false),
         Some("done") => Some(true),
         Some(_) => {
@@ -59,32 +61,27 @@ pub(crate) async fn list_batches(
             ));
         }
     };
-    let label = query.label.filter(|label| !label.is_empty());
-    if label
-        .as_ref()
-        .is_some_and(|label| label.chars().count() > MAX_LABEL_FILTER)
-    {
+    let label = query.label;
+    if label.as_ref().is_some_and(|label| {
+        label.is_empty() || label.chars().count() > MAX_LABEL_FILTER || label.contains('\0')
+    }) {
         return Err(ApiError::BadParameter(format!(
-            "label must be at most {MAX_LABEL_FILTER} characters"
+            "label must be 1 to {MAX_LABEL_FILTER} characters, without U+0000"
         )));
     }
     let after = match query.after.as_deref() {
-        None | Some("") => None,
-        Some(after) => Some(uuid::Uuid::parse_str(after).map_err(|_| {
+        None => None,
+        Some(after) => Some(parse_uuid(after).ok_or_else(|| {
             ApiError::BadParameter("after must be a batch id (UUID) from a previous page".into())
         })?),
     };
     let limit = match query.limit.as_deref() {
-        None | Some("") => DEFAULT_BATCH_PAGE,
-        Some(limit) => limit
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_BATCH_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::BadParameter(format!(
-                    "limit must be an integer from 1 to {MAX_BATCH_PAGE}"
-                ))
-            })?,
+        None => DEFAULT_BATCH_PAGE,
+        Some(limit) => parse_limit(limit, MAX_BATCH_PAGE).ok_or_else(|| {
+            ApiError::BadParameter(format!(
+                "limit must be an integer from 1 to {MAX_BATCH_PAGE}"
+            ))
+        })?,
     };
     // One extra batch tells whether another page follows.
     let mut batches = state

@@ -162,7 +162,7 @@ pub(crate) struct PageQuery {
     params(
         ("id" = uuid::Uuid, Path, description = "Batch id"),
         ("after" = Option<uuid::Uuid>, Query, description = "Cursor: the `next` of the previous page"),
-        ("limit" = Option<u32>, Query, description = "Jobs per page, 1 to 1000 (default 100)"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Jobs per page, 1 to 1000 (default 100)"),
         ("wait" = Option<String>, Query, description = "Long poll: hold the answer until every job on the page has finished (succeeded, failed or cancelled) or this much time has passed, e.g. `500ms`, `2s` or `2` (seconds); 0 to 60 s, capped at three quarters of the server's request timeout. Absent or 0: answer at once"),
     ),
     responses(
@@ -188,7 +188,7 @@ pub(crate) async fn batch_jobs(
     };
     let limit = match query.limit.as_deref() {
         None => DEFAULT_PAGE,
-        Some(limit) => parse_limit(limit).ok_or_else(|| {
+        Some(limit) => parse_limit(limit, MAX_PAGE).ok_or_else(|| {
             ApiError::BadParameter(format!("limit must be an integer from 1 to {MAX_PAGE}"))
         })?,
     };
@@ -255,14 +255,12 @@ pub(crate) async fn batch_jobs(
     Ok(Json(JobPage { jobs, next }))
 }
 
-/// `limit`: decimal digits only (no sign, no spaces), from 1 to [`MAX_PAGE`].
-fn parse_limit(text: &str) -> Option<u32> {
+/// A page `limit`: decimal digits only (no sign, no spaces), from 1 to `max`.
+pub(crate) fn parse_limit(text: &str, max: u32) -> Option<u32> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    text.parse::<u32>()
-        .ok()
-        .filter(|n| (1..=MAX_PAGE).contains(n))
+    text.parse::<u32>().ok().filter(|n| (1..=max).contains(n))
 }
 
 /// Cancels a job that has not finished.

@@ -167,6 +167,8 @@ fn parameters_and_fields_carry_the_servers_bounds() {
         (limit["minimum"].clone(), limit["maximum"].clone()),
         (1.into(), 1000.into())
     );
+    let limit = param("/v1/batches", "get", "limit");
+    assert_eq!(limit["maximum"], mcq_queue::MAX_BATCH_PAGE);
     for (path, method) in [("/v1/jobs", "post"), ("/v1/batches", "post")] {
         let key = param(path, method, "Idempotency-Key");
         assert_eq!(key["minLength"], 1, "{path}");
