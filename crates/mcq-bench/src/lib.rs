@@ -28,6 +28,7 @@ pub mod preset;
 mod record;
 mod report;
 mod runner;
+pub mod scale;
 mod service;
 mod stats;
 mod table;

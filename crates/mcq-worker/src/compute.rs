@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use mcq_kernel::{Spec, SpecError, ValidSpec};
 use mcq_queue::{ClaimedTask, TaskOutput};
+
+use crate::hold::Hold;
 use uuid::Uuid;
 
 /// How one task's computation ended.
@@ -83,8 +85,17 @@ impl Specs {
 
 /// Computes one task; a panic in the kernel is caught and becomes a
 /// failed attempt.
-pub(crate) fn run_one(specs: &Specs, task: &ClaimedTask, cancel: &AtomicBool) -> Finished {
+pub(crate) fn run_one(
+    specs: &Specs,
+    task: &ClaimedTask,
+    cancel: &AtomicBool,
+    hold: Option<&Hold>,
+) -> Finished {
     let start = Instant::now();
+    if let Some(hold) = hold {
+        // A sleeping thread is a held slot that costs no CPU.
+        std::thread::sleep(hold.duration);
+    }
     let run = || compute(specs, task, cancel, start);
     let outcome = match catch_unwind(AssertUnwindSafe(run)) {
         Ok(outcome) => outcome,
@@ -93,6 +104,9 @@ pub(crate) fn run_one(specs: &Specs, task: &ClaimedTask, cancel: &AtomicBool) ->
             panicked: true,
         },
     };
+    if let Some(hold) = hold {
+        hold.spans.record(start, Instant::now());
+    }
     Finished {
         task_id: task.task_id,
         lease_token: task.lease_token,

@@ -24,6 +24,7 @@ use crate::calls::{self, Call, Claimed, Flushed, finish, settle};
 use crate::compute::{Outcome, Specs};
 use crate::counters::{Counters, add};
 use crate::held::{Held, LeaseKey};
+use crate::hold::Hold;
 use crate::pace::Pace;
 use crate::pending::Pending;
 use crate::policy::{self, Decision, Rules, State, Stopping};
@@ -43,6 +44,8 @@ pub(crate) struct Driver {
     pub(crate) counters: Arc<Counters>,
     pub(crate) pool: rayon::ThreadPool,
     pub(crate) specs: Arc<Specs>,
+    /// Benchmark only: how long each task holds its slot first.
+    pub(crate) hold: Option<Hold>,
     pub(crate) local: Arc<LocalQueue>,
     pub(crate) reports_tx: UnboundedSender<Report>,
     pub(crate) reports: UnboundedReceiver<Report>,
@@ -168,6 +171,7 @@ impl Driver {
                 &self.pool,
                 first,
                 self.specs.clone(),
+                self.hold.clone(),
                 self.local.clone(),
                 self.reports_tx.clone(),
             );

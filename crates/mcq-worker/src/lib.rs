@@ -25,6 +25,7 @@ mod counters;
 mod driver;
 mod heartbeat;
 mod held;
+pub mod hold;
 mod pace;
 mod pending;
 mod policy;
@@ -70,6 +71,10 @@ pub struct WorkerConfig {
     /// How often this worker prunes finished jobs past retention; `None`
     /// never (any worker may prune; it is idempotent).
     pub prune_interval: Option<Duration>,
+    /// Benchmark only ([`hold`]): every task first keeps its slot this
+    /// long without using the CPU. `None` (the default, and the only value
+    /// any command but `mcq bench scale` uses) computes at once.
+    pub hold: Option<hold::Hold>,
 }
 
 impl Default for WorkerConfig {
@@ -85,6 +90,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(20),
             prune_interval: Some(Duration::from_secs(60)),
+            hold: None,
         }
     }
 }

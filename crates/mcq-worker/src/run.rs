@@ -100,6 +100,7 @@ pub(crate) async fn run(
         counters: counters.clone(),
         pool,
         specs: Arc::default(),
+        hold: config.hold.clone(),
         local: Arc::default(),
         reports_tx,
         reports,

@@ -16,6 +16,7 @@ use mcq_queue::ClaimedTask;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::compute::{self, Finished, Specs};
+use crate::hold::Hold;
 
 /// A claimed task and its cancel flag.
 pub(crate) type Queued = (ClaimedTask, Arc<AtomicBool>);
@@ -96,13 +97,14 @@ pub(crate) fn spawn(
     pool: &rayon::ThreadPool,
     first: Queued,
     specs: Arc<Specs>,
+    hold: Option<Hold>,
     queue: Arc<LocalQueue>,
     reports: UnboundedSender<Report>,
 ) {
     pool.spawn(move || {
         let mut next = Some(first);
         while let Some((task, cancel)) = next {
-            let finished = compute::run_one(&specs, &task, &cancel);
+            let finished = compute::run_one(&specs, &task, &cancel, hold.as_ref());
             // Taken before reporting, so that the loop, woken by the
             // report, sees the queue as it is after this slot moved on.
             next = queue.take();
@@ -155,7 +157,7 @@ mod tests {
         }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let first = queue.take().expect("a task");
-        spawn(&pool, first, Arc::default(), queue.clone(), tx);
+        spawn(&pool, first, Arc::default(), None, queue.clone(), tx);
         let mut reports = Vec::new();
         while let Some(report) = rx.recv().await {
             reports.push(report);

@@ -164,6 +164,30 @@ fn cases() -> Vec<Case> {
             400,
             MALFORMED,
         ),
+        // The held tasks of `mcq bench scale` are a worker setting made in
+        // code; no request can ask for one.
+        case(
+            "a held task",
+            "/v1/jobs",
+            r#"{"hold_ms": 50}"#,
+            400,
+            MALFORMED,
+        ),
+        case(
+            "a hold method",
+            "/v1/jobs",
+            r#"{"method": "hold"}"#,
+            400,
+            MALFORMED,
+        )
+        .at("/method"),
+        case(
+            "a batch of held tasks",
+            "/v1/batches",
+            r#"{"jobs": [{"runs": 2, "hold": "50ms"}]}"#,
+            400,
+            MALFORMED,
+        ),
         case(
             "too many paths",
             "/v1/jobs",

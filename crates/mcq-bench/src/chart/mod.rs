@@ -3,6 +3,7 @@
 
 mod breakeven;
 mod cost;
+mod scale;
 mod timeline;
 mod wall;
 
@@ -15,6 +16,7 @@ use plotters::prelude::*;
 
 pub(crate) use breakeven::BreakEvenChart;
 pub(crate) use cost::CostChart;
+pub(crate) use scale::ScaleChart;
 pub(crate) use timeline::TimelineChart;
 pub(crate) use wall::WallChart;
 

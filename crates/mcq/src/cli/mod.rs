@@ -4,6 +4,7 @@
 mod bench_compare;
 mod bench_kernel;
 mod bench_queue;
+mod bench_scale;
 mod color;
 mod completions;
 mod count;
@@ -85,6 +86,9 @@ enum BenchCommand {
     Compare(bench_compare::Args),
     /// Queue throughput: enqueue rate, burn-down, pickup latency, recovery.
     Queue(bench_queue::Args),
+    /// Throughput against fleet size, with simulated workers whose tasks
+    /// hold a slot without using the CPU.
+    Scale(bench_scale::Args),
 }
 
 /// Parses the command line, honouring `--color` in clap's own messages.
@@ -136,6 +140,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Bench(BenchCommand::Kernel(args)) => bench_kernel::run(args),
         Command::Bench(BenchCommand::Compare(args)) => bench_compare::run(args),
         Command::Bench(BenchCommand::Queue(args)) => bench_queue::run(args),
+        Command::Bench(BenchCommand::Scale(args)) => bench_scale::run(args),
         Command::Completions(args) => completions::run(&args, Cli::command()),
         Command::Man(args) => man::run(&args, Cli::command()),
     }

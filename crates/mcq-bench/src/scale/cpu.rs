@@ -1,0 +1,91 @@
+//! CPU time of the database's processes and of this one, from `/proc`.
+//!
+//! PostgreSQL forks a backend per connection, so its CPU is the
+//! postmaster's own, its reaped children's (`cutime`, `cstime`: backends
+//! that ended during the run) and that of the children still alive.
+//! Sampled before and after a size, the difference is what the queue cost
+//! the database. Only a database on this machine whose data directory is
+//! readable can be measured; elsewhere the figures are absent.
+
+use std::path::Path;
+
+/// Clock ticks of a `/proc/PID/stat` time field per second.
+pub(crate) fn ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|t| t.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        // Linux has reported 100 to user space on every common platform.
+        .unwrap_or(100.0)
+}
+
+/// The postmaster's pid, from `postmaster.pid` in the data directory.
+pub(crate) fn postmaster_pid(data_directory: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(data_directory.join("postmaster.pid")).ok()?;
+    text.lines().next()?.trim().parse().ok()
+}
+
+/// The fields of `/proc/PID/stat` after the command name: `[0]` is the
+/// state, `[1]` the parent, `[11..15]` utime, stime, cutime, cstime.
+fn stat_fields(pid: u32) -> Option<Vec<u64>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; it ends at the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    Some(
+        rest.split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().unwrap_or(0))
+            .collect(),
+    )
+}
+
+/// CPU ticks of `pid` and its reaped children, and of its live children.
+pub(crate) fn tree_ticks(pid: u32) -> Option<u64> {
+    let own = stat_fields(pid)?;
+    let mut ticks = own.get(10..14)?.iter().sum::<u64>();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(fields) = stat_fields(child)
+            && fields.first() == Some(&u64::from(pid))
+        {
+            ticks += fields.get(10..12).map_or(0, |t| t.iter().sum::<u64>());
+        }
+    }
+    Some(ticks)
+}
+
+/// CPU ticks of this process (every thread: the simulated workers, the
+/// relays and the benchmark itself).
+pub(crate) fn own_ticks() -> Option<u64> {
+    let fields = stat_fields(std::process::id())?;
+    Some(fields.get(10..12)?.iter().sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_and_its_tree_have_cpu_times() {
+        // Burn a little CPU so the counters cannot all be zero.
+        let mut x = 0u64;
+        for i in 0..50_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        assert_ne!(x, 1);
+        let own = own_ticks().expect("/proc/self/stat");
+        let tree = tree_ticks(std::process::id()).expect("/proc");
+        assert!(tree >= own, "{tree} < {own}");
+        assert!(ticks_per_second() >= 1.0);
+        assert_eq!(postmaster_pid(Path::new("/nonexistent")), None);
+    }
+}

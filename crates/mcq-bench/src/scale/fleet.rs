@@ -1,0 +1,252 @@
+//! One size of the scale run: `workers` worker loops in this process, each
+//! with its own store (its own connections), holding each task's slot for
+//! the task time, on a batch of `workers × slots × rounds` tiny jobs.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use mcq_kernel::{Spec, ValidSpec};
+use mcq_queue::{QueueConfig, Store, Submission};
+use mcq_worker::hold::Hold;
+use mcq_worker::{Worker, WorkerConfig, WorkerReport};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::{ScalePlan, SizeRow, cpu, pickup};
+use crate::stats::quantile_sorted;
+
+/// Where the database's CPU is read: the postmaster's pid, when it runs here.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Database {
+    pub(crate) postmaster: Option<u32>,
+}
+
+impl Database {
+    /// Finds the postmaster of the database behind `control`.
+    pub(crate) async fn locate(url: &str) -> Database {
+        use sqlx::Connection;
+        let dir: Option<String> = async {
+            let mut conn = sqlx::PgConnection::connect(url).await.ok()?;
+            let dir = sqlx::query_scalar("SHOW data_directory")
+                .fetch_one(&mut conn)
+                .await
+                .ok();
+            let _ = conn.close().await;
+            dir
+        }
+        .await;
+        Database {
+            postmaster: dir.and_then(|d| cpu::postmaster_pid(&PathBuf::from(d))),
+        }
+    }
+
+    fn ticks(self) -> Option<u64> {
+        self.postmaster.and_then(cpu::tree_ticks)
+    }
+}
+
+/// Paths of each synthetic job: the kernel's share of a task is a few
+/// microseconds, next to the hold.
+const RUNS: u64 = 2;
+
+/// Runs one size and measures it.
+pub(crate) async fn run_size(
+    plan: &ScalePlan,
+    control: &Store,
+    worker_url: &str,
+    database: Database,
+    workers: usize,
+) -> anyhow::Result<SizeRow> {
+    let tasks = workers as u64 * u64::from(plan.slots) * u64::from(plan.rounds);
+    let hold = plan.task;
+    let shutdown = CancellationToken::new();
+    let mut fleet = JoinSet::new();
+    let mut holds = Vec::with_capacity(workers);
+    let queue = QueueConfig {
+        pool_size: plan.pool_size,
+        ..QueueConfig::default()
+    };
+    for i in 0..workers {
+        let store = Store::connect(worker_url, queue.clone())
+            .await
+            .with_context(|| format!("connecting worker {i}"))?;
+        let hold = Hold::new(hold);
+        holds.push(hold.spans.clone());
+        let config = WorkerConfig {
+            concurrency: plan.slots as usize,
+            threads: plan.slots as usize,
+            // Pruning is the database's housekeeping, not the queue's
+            // coordination; a fleet of hundreds would all prune at once.
+            prune_interval: None,
+            hold: Some(hold),
+            ..WorkerConfig::default()
+        };
+        let token = shutdown.clone();
+        fleet.spawn(async move { Worker::new(store, config).run(token).await });
+    }
+    let outcome = measure(plan, control, database, workers, tasks, &mut fleet).await;
+    shutdown.cancel();
+    let mut reports = WorkerReport::default();
+    while let Some(joined) = fleet.join_next().await {
+        let report = joined.context("a worker task panicked")??;
+        reports.claimed += report.claimed;
+        reports.refused += report.refused;
+        reports.failed += report.failed;
+    }
+    let mut row = outcome?;
+    if reports.failed > 0 {
+        bail!(
+            "{} synthetic tasks failed at {workers} workers",
+            reports.failed
+        );
+    }
+    row.refused = reports.refused;
+    let mut gaps: Vec<f64> = Vec::new();
+    let origin = Instant::now();
+    for spans in &holds {
+        let spans: Vec<(f64, f64)> = spans
+            .take()
+            .into_iter()
+            .map(|(start, end)| (ms_before(origin, start), ms_before(origin, end)))
+            .collect();
+        gaps.extend(pickup::gaps(&spans));
+    }
+    gaps.sort_by(f64::total_cmp);
+    if !gaps.is_empty() {
+        row.pickup_p50_ms = Some(quantile_sorted(&gaps, 0.5));
+        row.pickup_p90_ms = Some(quantile_sorted(&gaps, 0.9));
+        row.pickup_p99_ms = Some(quantile_sorted(&gaps, 0.99));
+    }
+    Ok(row)
+}
+
+/// `at` as negative milliseconds before `origin` (only differences matter).
+fn ms_before(origin: Instant, at: Instant) -> f64 {
+    -(origin.saturating_duration_since(at).as_secs_f64() * 1e3)
+}
+
+/// Waits for the fleet to register, submits the batch, waits for it to
+/// finish and reads the figures.
+async fn measure(
+    plan: &ScalePlan,
+    control: &Store,
+    database: Database,
+    workers: usize,
+    tasks: u64,
+    fleet: &mut JoinSet<anyhow::Result<WorkerReport>>,
+) -> anyhow::Result<SizeRow> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(ended) = fleet.try_join_next() {
+            ended.context("a worker task panicked")??;
+            bail!("a worker stopped before the batch was submitted");
+        }
+        if control.workers().await.context("listing workers")?.len() >= workers {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("{workers} workers did not register within 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tiny = Spec {
+        runs: Some(RUNS),
+        seed: Some(plan.seed),
+        ..Spec::default()
+    }
+    .validate()
+    .map_err(|e| anyhow::anyhow!("the synthetic spec is invalid: {e:?}"))?;
+    let jobs: Vec<ValidSpec> = (0..tasks).map(|i| tiny.with_seed(plan.seed + i)).collect();
+    let mut events = control.finished_events();
+    let db_before = database.ticks();
+    let own_before = cpu::own_ticks();
+    let started = Instant::now();
+    let submitted = control
+        .submit(Submission {
+            as_batch: true,
+            label: Some(format!("bench scale {workers}")),
+            jobs,
+            idempotency: None,
+        })
+        .await
+        .context("submitting the synthetic batch")?;
+    let batch = submitted.batch_id.context("a batch has an id")?;
+    let ideal_ms =
+        tasks as f64 * plan.task.as_secs_f64() * 1e3 / (workers as f64 * f64::from(plan.slots));
+    let limit = Duration::from_secs_f64(ideal_ms / 1e3 * 20.0 + 120.0);
+    let view = loop {
+        let view = control
+            .batch(batch)
+            .await
+            .context("reading the batch")?
+            .context("the batch vanished")?;
+        if view.done {
+            break view;
+        }
+        if started.elapsed() > limit {
+            bail!("{workers} workers did not finish {tasks} tasks within {limit:?}");
+        }
+        if let Some(ended) = fleet.try_join_next() {
+            ended.context("a worker task panicked")??;
+            bail!("a worker stopped during the run");
+        }
+        let left = view.total - view.counts.succeeded;
+        events.wait_for(batch, left, Duration::from_secs(1)).await;
+    };
+    let wall = started.elapsed().as_secs_f64();
+    let db_after = database.ticks();
+    let own_after = cpu::own_ticks();
+    // The pools keep what they opened (idle connections close only after
+    // minutes), so the count now is what the run needed.
+    let connections = backend_connections(&plan.database_url).await;
+    let timings = &view.timings;
+    let span_ms = match (timings.first_started_at, timings.last_finished_at) {
+        (Some(first), Some(last)) => (last - first).num_microseconds().unwrap_or(0) as f64 / 1e3,
+        _ => bail!("a finished batch without timings"),
+    };
+    let ideal_per_s = workers as f64 * f64::from(plan.slots) / plan.task.as_secs_f64();
+    let throughput = tasks as f64 / (span_ms / 1e3);
+    let tick = cpu::ticks_per_second();
+    let db_cpu_s = db_before
+        .zip(db_after)
+        .map(|(b, a)| a.saturating_sub(b) as f64 / tick);
+    let own_cpu_s = own_before
+        .zip(own_after)
+        .map(|(b, a)| a.saturating_sub(b) as f64 / tick);
+    Ok(SizeRow {
+        workers,
+        slots: plan.slots,
+        task_ms: plan.task.as_secs_f64() * 1e3,
+        tasks,
+        ideal_per_s,
+        throughput_per_s: throughput,
+        efficiency: throughput / ideal_per_s,
+        span_ms,
+        pickup_p50_ms: None,
+        pickup_p90_ms: None,
+        pickup_p99_ms: None,
+        db_cpu_s,
+        db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / tasks as f64),
+        db_cores: db_cpu_s.map(|s| s / wall),
+        bench_cores: own_cpu_s.map(|s| s / wall),
+        db_connections: connections,
+        refused: 0,
+    })
+}
+
+/// Client connections the database has open now (this one included).
+async fn backend_connections(url: &str) -> u64 {
+    use sqlx::Connection;
+    let Ok(mut conn) = sqlx::PgConnection::connect(url).await else {
+        return 0;
+    };
+    let count: Option<i64> = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .ok();
+    let _ = conn.close().await;
+    count.map_or(0, |c| u64::try_from(c).unwrap_or(0))
+}

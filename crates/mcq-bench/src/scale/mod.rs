@@ -1,0 +1,339 @@
+//! `mcq bench scale`: how far one coordinator (one PostgreSQL) carries a
+//! fleet, simulated on one machine.
+//!
+//! Each size starts that many real worker loops in this process, each
+//! with its own store and so its own connections, whose tasks hold their
+//! slot for the task time asleep ([`mcq_worker::hold`]) and then price a
+//! two-path spec: the queue sees the claims, leases, heartbeats and
+//! completions of a fleet of that size while the machine's CPU stays free
+//! for the database. The method is in `docs/bench.md`.
+
+mod cpu;
+mod fleet;
+mod output;
+mod pickup;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use mcq_queue::{QueueConfig, Store};
+use serde::Serialize;
+
+pub use output::{SCALE_CHART, SCALE_CSV, SCALE_JSON};
+
+use crate::environment::{Environment, backend_version};
+use crate::link::{LinkProfile, relay_url};
+
+/// Efficiency from which a size counts as keeping up with its ideal.
+pub const KEEPS_UP: f64 = 0.9;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ScalePlan {
+    /// The PostgreSQL database of the queue (migrated by the run).
+    pub database_url: String,
+    /// Fleet sizes, in the order run.
+    pub sizes: Vec<usize>,
+    /// Compute slots of each worker.
+    pub slots: u32,
+    /// How long each task holds its slot.
+    pub task: Duration,
+    /// Tasks per slot at each size: the batch is `workers × slots × rounds`.
+    pub rounds: u32,
+    /// Connections of each worker's pool, its `LISTEN` connection
+    /// included (at least 2).
+    pub pool_size: u32,
+    /// Emulated link between the workers and the database.
+    pub link_db: LinkProfile,
+    /// Seed of the specs and of the link's jitter.
+    pub seed: u64,
+}
+
+/// The figures of one fleet size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SizeRow {
+    /// Workers (each a loop with its own connections).
+    pub workers: usize,
+    /// Slots per worker.
+    pub slots: u32,
+    /// Hold of each task, in milliseconds.
+    pub task_ms: f64,
+    /// Tasks in the batch.
+    pub tasks: u64,
+    /// workers × slots / task time, in tasks per second.
+    pub ideal_per_s: f64,
+    /// Tasks over the time from the first claim to the last result written.
+    pub throughput_per_s: f64,
+    /// Throughput over ideal.
+    pub efficiency: f64,
+    /// From the first claim to the last result written, in milliseconds.
+    pub span_ms: f64,
+    /// Median gap a free slot waited for its next task, in milliseconds.
+    pub pickup_p50_ms: Option<f64>,
+    /// 90th percentile of that gap.
+    pub pickup_p90_ms: Option<f64>,
+    /// 99th percentile of that gap.
+    pub pickup_p99_ms: Option<f64>,
+    /// CPU seconds of the database's processes during the batch.
+    pub db_cpu_s: Option<f64>,
+    /// Of those, microseconds per task.
+    pub db_cpu_per_task_us: Option<f64>,
+    /// Database CPU over wall time: the cores it kept busy.
+    pub db_cores: Option<f64>,
+    /// The same for this process (the simulated fleet and the benchmark).
+    pub bench_cores: Option<f64>,
+    /// Client connections open at the database mid-run.
+    pub db_connections: u64,
+    /// Completions refused for a lost lease (a fleet too slow to renew).
+    pub refused: u64,
+}
+
+/// Where the coordinator stops keeping up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Saturation {
+    /// Largest size up to which every size kept within 90% of its ideal.
+    pub keeps_up_to: Option<usize>,
+    /// First size below 90% of its ideal.
+    pub first_below: Option<usize>,
+    /// Highest throughput measured, tasks per second, and its size.
+    pub peak_per_s: f64,
+    /// The size of the peak.
+    pub peak_at: usize,
+    /// What the figures at the first size below say about why.
+    pub explanation: String,
+}
+
+/// The whole run, as written to `scale.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleSummary {
+    /// When it ended.
+    pub finished_at: chrono::DateTime<chrono::Utc>,
+    /// Machine, build, backend, links, load.
+    pub environment: Environment,
+    /// Slots per worker, task time, rounds, pool size.
+    pub settings: ScaleSettings,
+    /// One row per size.
+    pub sizes: Vec<SizeRow>,
+    /// Where it stops keeping up.
+    pub saturation: Saturation,
+    /// Warnings (a busy machine).
+    pub warnings: Vec<String>,
+    /// The files written, read back from the folder.
+    pub files: Vec<String>,
+}
+
+/// The settings echoed into the summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScaleSettings {
+    /// Fleet sizes.
+    pub sizes: Vec<usize>,
+    /// Slots per worker.
+    pub slots: u32,
+    /// Task hold in milliseconds.
+    pub task_ms: f64,
+    /// Tasks per slot per size.
+    pub rounds: u32,
+    /// Pool connections per worker.
+    pub pool_size: u32,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// What a finished run produced.
+#[derive(Debug, Clone)]
+pub struct ScaleReport {
+    /// The summary (also in `scale.json`).
+    pub summary: ScaleSummary,
+    /// The terminal table.
+    pub table: String,
+    /// Where the files are.
+    pub out_dir: PathBuf,
+}
+
+/// Runs every size of `plan`, telling `observer` each row as it is
+/// measured, and writes the outputs into `out_dir`.
+pub fn scale(
+    plan: &ScalePlan,
+    out_dir: PathBuf,
+    observer: &(dyn Fn(&SizeRow) + Sync),
+) -> anyhow::Result<ScaleReport> {
+    if !plan.database_url.starts_with("postgres") {
+        bail!(
+            "mcq bench scale needs PostgreSQL (a fleet of worker processes cannot share \
+             the embedded SQLite store); give --database-url postgres://…"
+        );
+    }
+    if plan.pool_size < 2 {
+        bail!("--db-pool-size must be at least 2: one connection is held by LISTEN");
+    }
+    if plan.sizes.is_empty() || plan.sizes.contains(&0) {
+        bail!("--workers needs sizes of at least 1");
+    }
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    output::remove_stale(&out_dir)?;
+    let mut environment = Environment::current(
+        "PostgreSQL".to_owned(),
+        backend_version(Some(&plan.database_url)),
+        plan.link_db.to_string(),
+        "none (no API: the benchmark submits to the store)".to_owned(),
+    );
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let rows = runtime.block_on(run_sizes(plan, observer))?;
+    drop(runtime);
+    environment.load_after = crate::environment::load_average();
+    let saturation = saturation(&rows, environment.cores);
+    let warnings: Vec<String> = environment.busy_warning().into_iter().collect();
+    let mut summary = ScaleSummary {
+        finished_at: chrono::Utc::now(),
+        environment,
+        settings: ScaleSettings {
+            sizes: plan.sizes.clone(),
+            slots: plan.slots,
+            task_ms: plan.task.as_secs_f64() * 1e3,
+            rounds: plan.rounds,
+            pool_size: plan.pool_size,
+            seed: plan.seed,
+        },
+        sizes: rows,
+        saturation,
+        warnings,
+        files: Vec::new(),
+    };
+    output::write(&mut summary, &out_dir)?;
+    Ok(ScaleReport {
+        table: output::table(&summary),
+        summary,
+        out_dir,
+    })
+}
+
+async fn run_sizes(
+    plan: &ScalePlan,
+    observer: &(dyn Fn(&SizeRow) + Sync),
+) -> anyhow::Result<Vec<SizeRow>> {
+    let control = Store::connect(&plan.database_url, QueueConfig::default())
+        .await
+        .context("connecting to the database")?;
+    control.migrate().await.context("applying migrations")?;
+    check_connections(plan).await?;
+    let database = fleet::Database::locate(&plan.database_url).await;
+    // The relay lives as long as the run; without a link the workers
+    // connect directly.
+    let (_relay, worker_url) = if plan.link_db.is_loopback() {
+        (None, plan.database_url.clone())
+    } else {
+        let (relay, url) = relay_url(&plan.database_url, &plan.link_db, plan.seed)?;
+        (Some(relay), url)
+    };
+    let mut rows = Vec::with_capacity(plan.sizes.len());
+    for &workers in &plan.sizes {
+        let row = fleet::run_size(plan, &control, &worker_url, database, workers)
+            .await
+            .with_context(|| format!("measuring {workers} workers"))?;
+        observer(&row);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Refuses a plan whose largest fleet would need more connections than
+/// the server has left, before any worker starts.
+async fn check_connections(plan: &ScalePlan) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&plan.database_url)
+        .await
+        .context("connecting to the database")?;
+    let (max, reserved): (i32, i32) = sqlx::query_as(
+        "SELECT current_setting('max_connections')::int, \
+                current_setting('superuser_reserved_connections')::int",
+    )
+    .fetch_one(&mut conn)
+    .await?;
+    let open: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'",
+    )
+    .fetch_one(&mut conn)
+    .await?;
+    let _ = conn.close().await;
+    let largest = plan.sizes.iter().copied().max().unwrap_or(0) as u64;
+    // The benchmark's own store and its connection count come on top.
+    let need = largest * u64::from(plan.pool_size) + 4;
+    let left = u64::try_from(i64::from(max - reserved) - open).unwrap_or(0);
+    if need > left {
+        bail!(
+            "{largest} workers need up to {need} connections ({} each, LISTEN included), but \
+             the server has {left} left (max_connections {max}, {reserved} reserved, {open} \
+             open): raise max_connections (ALTER SYSTEM SET max_connections = …, then restart \
+             the server), or lower --workers or --db-pool-size",
+            plan.pool_size
+        );
+    }
+    Ok(())
+}
+
+/// Where the rows stop keeping within [`KEEPS_UP`] of their ideal, and
+/// why, judged from the database's and this process's CPU at that size.
+pub(crate) fn saturation(rows: &[SizeRow], cores: usize) -> Saturation {
+    let mut sorted: Vec<&SizeRow> = rows.iter().collect();
+    sorted.sort_by_key(|r| r.workers);
+    let first_below = sorted.iter().find(|r| r.efficiency < KEEPS_UP).copied();
+    let keeps_up_to = sorted
+        .iter()
+        .take_while(|r| r.efficiency >= KEEPS_UP)
+        .last()
+        .map(|r| r.workers);
+    let peak = sorted
+        .iter()
+        .max_by(|a, b| a.throughput_per_s.total_cmp(&b.throughput_per_s));
+    let explanation = match first_below {
+        None => format!(
+            "every size kept within {:.0}% of its ideal",
+            KEEPS_UP * 100.0
+        ),
+        Some(row) => explain(row, cores),
+    };
+    Saturation {
+        keeps_up_to,
+        first_below: first_below.map(|r| r.workers),
+        peak_per_s: peak.map_or(0.0, |r| r.throughput_per_s),
+        peak_at: peak.map_or(0, |r| r.workers),
+        explanation,
+    }
+}
+
+fn explain(row: &SizeRow, cores: usize) -> String {
+    let mut text = format!(
+        "at {} workers: {:.0} tasks/s, {:.0}% of the ideal {:.0}/s",
+        row.workers,
+        row.throughput_per_s,
+        row.efficiency * 100.0,
+        row.ideal_per_s
+    );
+    if let (Some(db), Some(bench)) = (row.db_cores, row.bench_cores) {
+        text.push_str(&format!(
+            "; PostgreSQL kept {db:.2} cores busy ({:.0} µs per task) and the simulated \
+             fleet {bench:.2}, of the machine's {cores}",
+            row.db_cpu_per_task_us.unwrap_or(f64::NAN)
+        ));
+        if db + bench >= 0.8 * cores as f64 {
+            text.push_str(
+                ": the CPU is spent, so the coordinator's limit here is the machine's, \
+                 shared by the database and the fleet",
+            );
+        } else {
+            text.push_str(
+                ": the CPU is not spent, so the limit is waiting (round trips, commits, locks)",
+            );
+        }
+    }
+    if let Some(p50) = row.pickup_p50_ms {
+        text.push_str(&format!(
+            "; a free slot waited {p50:.1} ms (median) for its next task"
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests;

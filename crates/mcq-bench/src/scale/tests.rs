@@ -1,0 +1,145 @@
+use super::*;
+
+fn row(workers: usize, efficiency: f64) -> SizeRow {
+    let ideal = workers as f64 * 20.0;
+    SizeRow {
+        workers,
+        slots: 1,
+        task_ms: 50.0,
+        tasks: 100,
+        ideal_per_s: ideal,
+        throughput_per_s: ideal * efficiency,
+        efficiency,
+        span_ms: 1000.0,
+        pickup_p50_ms: Some(1.0),
+        pickup_p90_ms: Some(2.0),
+        pickup_p99_ms: Some(3.0),
+        db_cpu_s: Some(1.0),
+        db_cpu_per_task_us: Some(120.0),
+        db_cores: Some(1.2),
+        bench_cores: Some(0.5),
+        db_connections: 10,
+        refused: 0,
+    }
+}
+
+#[test]
+fn saturation_is_the_first_size_below_ninety_percent() {
+    let rows = [row(1, 0.99), row(4, 0.95), row(16, 0.8), row(64, 0.93)];
+    let s = saturation(&rows, 2);
+    assert_eq!(s.keeps_up_to, Some(4));
+    assert_eq!(s.first_below, Some(16));
+    assert_eq!(s.peak_at, 64);
+    assert!(
+        s.explanation.contains("at 16 workers") && s.explanation.contains("CPU is spent"),
+        "{}",
+        s.explanation
+    );
+    let all = saturation(&[row(1, 0.99), row(2, 0.91)], 2);
+    assert_eq!((all.keeps_up_to, all.first_below), (Some(2), None));
+    let none = saturation(&[row(1, 0.5)], 8);
+    assert_eq!(none.keeps_up_to, None);
+    assert!(
+        none.explanation.contains("not spent"),
+        "{}",
+        none.explanation
+    );
+}
+
+#[test]
+fn sqlite_and_empty_sizes_are_refused_with_what_to_give() {
+    let plan = ScalePlan {
+        database_url: "sqlite://x.db".to_owned(),
+        sizes: vec![1],
+        slots: 1,
+        task: Duration::from_millis(10),
+        rounds: 2,
+        pool_size: 2,
+        link_db: LinkProfile::loopback(),
+        seed: 1,
+    };
+    let dir = std::env::temp_dir();
+    let err = scale(&plan, dir.clone(), &|_| {}).unwrap_err();
+    assert!(err.to_string().contains("PostgreSQL"), "{err}");
+    let plan = ScalePlan {
+        database_url: "postgres://nowhere/db".to_owned(),
+        sizes: vec![],
+        ..plan
+    };
+    let err = scale(&plan, dir, &|_| {}).unwrap_err();
+    assert!(err.to_string().contains("--workers"), "{err}");
+}
+
+/// The whole command on real PostgreSQL, small: two sizes of 10 ms tasks;
+/// every file parses and agrees with the rows. No figure is asserted
+/// beyond what holds on any machine (every task done, none refused).
+#[test]
+fn a_small_run_writes_files_that_parse() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some(db) = runtime.block_on(mcq_testdb::postgres()) else {
+        return;
+    };
+    drop(runtime);
+    let out = tempfile::tempdir().unwrap();
+    std::fs::write(out.path().join(SCALE_CSV), "stale").unwrap();
+    std::fs::write(out.path().join("notes.txt"), "kept").unwrap();
+    let plan = ScalePlan {
+        database_url: db.url.clone(),
+        sizes: vec![1, 2],
+        slots: 1,
+        task: Duration::from_millis(10),
+        rounds: 5,
+        pool_size: 2,
+        link_db: LinkProfile::loopback(),
+        seed: 3,
+    };
+    let seen = std::sync::Mutex::new(Vec::new());
+    let report = scale(&plan, out.path().to_path_buf(), &|row| {
+        seen.lock().unwrap().push(row.workers);
+    })
+    .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [1, 2]);
+    let rows = &report.summary.sizes;
+    assert_eq!(rows.len(), 2);
+    for (row, workers) in rows.iter().zip([1, 2]) {
+        assert_eq!(row.workers, workers);
+        assert_eq!(row.tasks, workers as u64 * 5);
+        assert!(
+            row.throughput_per_s > 0.0 && row.efficiency > 0.0,
+            "{row:?}"
+        );
+        // A task holds its slot for 10 ms, so no slot can finish faster.
+        assert!(row.efficiency <= 1.05, "{row:?}");
+        assert_eq!(row.refused, 0);
+        assert!(row.db_connections >= workers as u64, "{row:?}");
+        assert!(row.pickup_p50_ms.is_some(), "{row:?}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join(SCALE_JSON)).unwrap())
+            .unwrap();
+    assert_eq!(json["sizes"].as_array().unwrap().len(), 2);
+    assert_eq!(json["settings"]["task_ms"], 10.0);
+    let mut reader = csv::Reader::from_path(out.path().join(SCALE_CSV)).unwrap();
+    assert_eq!(reader.records().count(), 2, "the stale CSV is gone");
+    let mut listed: Vec<String> = json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_owned())
+        .collect();
+    listed.sort();
+    let mut present: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "notes.txt")
+        .collect();
+    present.sort();
+    assert_eq!(listed, present);
+    assert!(
+        out.path().join("notes.txt").exists(),
+        "other files are kept"
+    );
+    let report_md = std::fs::read_to_string(out.path().join(crate::REPORT_MD)).unwrap();
+    assert!(report_md.contains("| workers |") && report_md.contains(".svg"));
+    assert!(report.table.contains("tasks/s"));
+}

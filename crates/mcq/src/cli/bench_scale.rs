@@ -1,0 +1,96 @@
+//! `mcq bench scale`: throughput of one coordinator against fleet size,
+//! with simulated workers whose tasks hold their slot without the CPU.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use mcq_bench::LinkProfile;
+use mcq_bench::scale::{ScalePlan, SizeRow};
+
+use super::count::count;
+use super::exit::Outcome;
+use super::serve::{init_tracing, redact};
+
+/// Flags of `mcq bench scale`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// PostgreSQL of the queue (e.g. from `deploy/pg-local.sh start`); a
+    /// fresh database per run, since finished jobs stay in it.
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: String,
+    /// Fleet sizes, comma-separated, each run on its own batch.
+    #[arg(
+        long,
+        default_value = "1,2,4,8,16,32,64,128,256",
+        value_delimiter = ',',
+        value_parser = count::<usize>(1..=4096)
+    )]
+    workers: Vec<usize>,
+    /// Compute slots of each worker.
+    #[arg(long, default_value_t = 1, value_parser = count::<u32>(1..=64))]
+    slots: u32,
+    /// How long each synthetic task holds its slot, in milliseconds.
+    #[arg(long, default_value_t = 50, value_parser = count::<u64>(1..=60_000))]
+    task_ms: u64,
+    /// Tasks per slot at each size (the batch is workers × slots × rounds).
+    #[arg(long, default_value_t = 40, value_parser = count::<u32>(1..=100_000))]
+    rounds: u32,
+    /// Connections of each worker's pool, its LISTEN connection included
+    /// (so at least 2, as for `mcq worker`).
+    #[arg(long, default_value_t = 2, value_parser = count::<u32>(2..=64))]
+    db_pool_size: u32,
+    /// Emulated link between the workers and the database (a profile or
+    /// rtt=…,jitter=…,rate=…,loss=…; see docs/bench.md).
+    #[arg(long, value_parser = mcq_bench::parse_link)]
+    link_db: Option<LinkProfile>,
+    /// Directory for the CSV, JSON, chart and report.
+    #[arg(long, default_value = "mcq-scale-out")]
+    out: PathBuf,
+    /// Seed of the specs and of the link's jitter.
+    #[arg(long, default_value_t = 2010)]
+    seed: u64,
+}
+
+/// Runs this subcommand.
+pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
+    init_tracing("warn");
+    let plan = ScalePlan {
+        database_url: args.database_url.clone(),
+        sizes: args.workers,
+        slots: args.slots,
+        task: Duration::from_millis(args.task_ms),
+        rounds: args.rounds,
+        pool_size: args.db_pool_size,
+        link_db: args.link_db.unwrap_or_else(LinkProfile::loopback),
+        seed: args.seed,
+    };
+    println!(
+        "mcq bench scale on {}: {:?} workers × {} slot(s), {} ms tasks, {} rounds",
+        redact(&args.database_url),
+        plan.sizes,
+        plan.slots,
+        args.task_ms,
+        plan.rounds
+    );
+    let report = mcq_bench::scale::scale(&plan, args.out, &|row: &SizeRow| {
+        println!(
+            "{:>5} workers: {:>8.0} tasks/s of {:>8.0} ideal ({:.1}%)",
+            row.workers,
+            row.throughput_per_s,
+            row.ideal_per_s,
+            row.efficiency * 100.0
+        );
+    })
+    .context("mcq bench scale")?;
+    for warning in &report.summary.warnings {
+        println!("WARNING: {warning}");
+    }
+    println!("\n{}", report.table);
+    println!(
+        "wrote {} into {}",
+        report.summary.files.join(", "),
+        report.out_dir.display()
+    );
+    Ok(Outcome::Done)
+}
