@@ -76,12 +76,6 @@ mod tests {
 
     #[test]
     fn this_process_and_its_tree_have_cpu_times() {
-        // Burn a little CPU so the counters cannot all be zero.
-        let mut x = 0u64;
-        for i in 0..50_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        assert_ne!(x, 1);
         let own = own_ticks().expect("/proc/self/stat");
         let tree = tree_ticks(std::process::id()).expect("/proc");
         assert!(tree >= own, "{tree} < {own}");

@@ -182,7 +182,12 @@ pub fn scale(
     let rows = runtime.block_on(run_sizes(plan, observer))?;
     drop(runtime);
     environment.load_after = crate::environment::load_average();
-    let saturation = saturation(&rows, environment.cores);
+    let busiest = [environment.load_before, environment.load_after]
+        .into_iter()
+        .flatten()
+        .map(|l| l[0])
+        .fold(0.0, f64::max);
+    let saturation = saturation(&rows, environment.cores, busiest);
     let warnings: Vec<String> = environment.busy_warning().into_iter().collect();
     let mut summary = ScaleSummary {
         finished_at: chrono::Utc::now(),
@@ -273,8 +278,9 @@ async fn check_connections(plan: &ScalePlan) -> anyhow::Result<()> {
 }
 
 /// Where the rows stop keeping within [`KEEPS_UP`] of their ideal, and
-/// why, judged from the database's and this process's CPU at that size.
-pub(crate) fn saturation(rows: &[SizeRow], cores: usize) -> Saturation {
+/// why, judged from the database's and this process's CPU at that size
+/// and the machine's 1-minute load (`load`).
+pub(crate) fn saturation(rows: &[SizeRow], cores: usize, load: f64) -> Saturation {
     let mut sorted: Vec<&SizeRow> = rows.iter().collect();
     sorted.sort_by_key(|r| r.workers);
     let first_below = sorted.iter().find(|r| r.efficiency < KEEPS_UP).copied();
@@ -291,7 +297,7 @@ pub(crate) fn saturation(rows: &[SizeRow], cores: usize) -> Saturation {
             "every size kept within {:.0}% of its ideal",
             KEEPS_UP * 100.0
         ),
-        Some(row) => explain(row, cores),
+        Some(row) => explain(row, cores, load),
     };
     Saturation {
         keeps_up_to,
@@ -302,7 +308,7 @@ pub(crate) fn saturation(rows: &[SizeRow], cores: usize) -> Saturation {
     }
 }
 
-fn explain(row: &SizeRow, cores: usize) -> String {
+fn explain(row: &SizeRow, cores: usize, load: f64) -> String {
     let mut text = format!(
         "at {} workers: {:.0} tasks/s, {:.0}% of the ideal {:.0}/s",
         row.workers,
@@ -316,7 +322,12 @@ fn explain(row: &SizeRow, cores: usize) -> String {
              fleet {bench:.2}, of the machine's {cores}",
             row.db_cpu_per_task_us.unwrap_or(f64::NAN)
         ));
-        if db + bench >= 0.8 * cores as f64 {
+        if load > cores as f64 {
+            text.push_str(&format!(
+                ": the machine ran other work too (load {load:.1} on {cores} cores), so these \
+                 figures measure that contention, not the coordinator"
+            ));
+        } else if db + bench >= 0.8 * cores as f64 {
             text.push_str(
                 ": the CPU is spent, so the coordinator's limit here is the machine's, \
                  shared by the database and the fleet",

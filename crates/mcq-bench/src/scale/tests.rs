@@ -26,7 +26,7 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
 #[test]
 fn saturation_is_the_first_size_below_ninety_percent() {
     let rows = [row(1, 0.99), row(4, 0.95), row(16, 0.8), row(64, 0.93)];
-    let s = saturation(&rows, 2);
+    let s = saturation(&rows, 2, 0.5);
     assert_eq!(s.keeps_up_to, Some(4));
     assert_eq!(s.first_below, Some(16));
     assert_eq!(s.peak_at, 64);
@@ -35,10 +35,16 @@ fn saturation_is_the_first_size_below_ninety_percent() {
         "{}",
         s.explanation
     );
-    let all = saturation(&[row(1, 0.99), row(2, 0.91)], 2);
+    let all = saturation(&[row(1, 0.99), row(2, 0.91)], 2, 0.5);
     assert_eq!((all.keeps_up_to, all.first_below), (Some(2), None));
-    let none = saturation(&[row(1, 0.5)], 8);
+    let none = saturation(&[row(1, 0.5)], 8, 0.5);
     assert_eq!(none.keeps_up_to, None);
+    let busy = saturation(&[row(1, 0.5)], 2, 9.0);
+    assert!(
+        busy.explanation.contains("contention"),
+        "{}",
+        busy.explanation
+    );
     assert!(
         none.explanation.contains("not spent"),
         "{}",
