@@ -75,7 +75,7 @@
       }
     }
     if (!sample) {
-      const { batches } = await mcq.listBatches(50);
+      const { batches } = await mcq.listBatches(25);
       sample = { t: Date.now(), queued: 0, running: 0, oldest: null, source: "batches" };
       for (const b of batches) { sample.queued += b.counts.queued; sample.running += b.counts.running; }
     }
@@ -125,7 +125,7 @@
     pickers.append(selA, el("span", { class: "muted" }, "vs"), selB, options, el("button", { type: "submit", class: "primary" }, "Compare"));
     const body = el("div");
     main.replaceChildren(el("h1", {}, "Compare two batches"), pickers, body);
-    mcq.listBatches(50).then(({ batches }) => {
+    mcq.listBatches(25).then(({ batches }) => {
       options.replaceChildren(...batches.map((x) => el("option", { value: x.id }, `${x.label || "(no label)"} · ${x.total} jobs · ${fmt.ago(x.timings.submitted_at)}`)));
     }).catch(() => {});
     if (!a || !b) {

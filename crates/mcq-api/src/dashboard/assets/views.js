@@ -89,7 +89,7 @@ mcq.views = {};
       note);
 
     async function refresh() {
-      const { batches, source } = await mcq.listBatches(50);
+      const { batches, source } = await mcq.listBatches(25);
       note.textContent = source === "server"
         ? "Newest first; refreshed every 2 s."
         : "This server lists no batches: shown are the batches submitted from this browser. Refreshed every 2 s.";
