@@ -33,20 +33,30 @@ pub(crate) async fn healthz() -> Json<Health> {
     )
 )]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
-    match state.store.schema_status().await {
-        Ok(status) if status.is_ready() => Ok(Json(Health {
+    match tokio::time::timeout(READY_WITHIN, state.store.schema_status()).await {
+        Ok(Ok(status)) if status.is_ready() => Ok(Json(Health {
             status: "ready".into(),
         })),
-        Ok(status) => {
+        Ok(Ok(status)) => {
             tracing::warn!(%status, "not ready");
             Err(ApiError::Unavailable)
         }
-        Err(err) => {
+        Ok(Err(err)) => {
             tracing::warn!(error = %err, "readiness check failed");
+            Err(ApiError::Unavailable)
+        }
+        Err(_) => {
+            tracing::warn!(within = ?READY_WITHIN, "readiness check failed: the database did not answer in time");
             Err(ApiError::Unavailable)
         }
     }
 }
+
+/// Longest a readiness check waits for the database. A database that
+/// neither answers nor refuses (a host gone, a network cut) would otherwise
+/// hold the probe for the pool's acquire timeout, longer than the probe
+/// timeouts of orchestrators (1 s by default in Kubernetes).
+pub(crate) const READY_WITHIN: std::time::Duration = std::time::Duration::from_millis(900);
 
 /// This API's OpenAPI 3.1 document.
 #[utoipa::path(

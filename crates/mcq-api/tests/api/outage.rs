@@ -43,3 +43,115 @@ async fn a_refused_query_is_an_opaque_internal_error(t: &TestApp) {
     );
 }
 on_both!(refused_query, a_refused_query_is_an_opaque_internal_error);
+
+/// A TCP relay to PostgreSQL that can go silent: once frozen, it cuts the
+/// connections it carries and accepts new ones without ever answering, as
+/// a database host that vanished from the network looks.
+struct Relay {
+    port: u16,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    carried: std::sync::Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn to(upstream: String) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let frozen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let carried = std::sync::Arc::new(std::sync::Mutex::new(tokio::task::JoinSet::new()));
+        let accept = tokio::spawn({
+            let (frozen, carried) = (frozen.clone(), carried.clone());
+            async move {
+                // Silent connections stay open, unanswered, as long as the relay.
+                let mut silent = Vec::new();
+                while let Ok((mut client, _)) = listener.accept().await {
+                    if frozen.load(Ordering::SeqCst) {
+                        silent.push(client);
+                        continue;
+                    }
+                    let upstream = upstream.clone();
+                    carried.lock().unwrap().spawn(async move {
+                        if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                        }
+                    });
+                }
+            }
+        });
+        Relay {
+            port,
+            frozen,
+            carried,
+            accept,
+        }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.carried.lock().unwrap().abort_all();
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.carried.lock().unwrap().abort_all();
+    }
+}
+
+/// `/readyz` answers 503 within a second when the database stops
+/// answering altogether, instead of waiting out the pool's acquire
+/// timeout (5 s). Time is paused: it advances only while every task
+/// waits, so the answer's virtual time tells which timer ended the wait.
+#[tokio::test]
+async fn readiness_gives_up_on_a_silent_database_within_a_second() {
+    let Some(db) = mcq_testdb::postgres().await else {
+        return;
+    };
+    let upstream = db
+        .url
+        .split('@')
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("host:port in the test URL")
+        .to_owned();
+    let relay = Relay::to(upstream.clone()).await;
+    let url = db
+        .url
+        .replace(&upstream, &format!("127.0.0.1:{}", relay.port));
+    let store = mcq_queue::Store::connect(&url, mcq_queue::QueueConfig::default())
+        .await
+        .expect("connect through the relay");
+    store.migrate().await.expect("migrate");
+    let app = mcq_api::app(mcq_api::AppState {
+        store,
+        config: crate::harness::test_config(),
+    });
+    let ready = |app: axum::Router| async move {
+        use tower::ServiceExt as _;
+        let request = axum::http::Request::get("/readyz")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = app.oneshot(request).await.expect("infallible");
+        let status = response.status().as_u16();
+        let content_type = response.headers()[axum::http::header::CONTENT_TYPE].clone();
+        (status, content_type)
+    };
+    assert_eq!(ready(app.clone()).await.0, 200);
+
+    relay.freeze();
+    tokio::time::pause();
+    let asked = tokio::time::Instant::now();
+    let (status, content_type) = ready(app).await;
+    let waited = asked.elapsed();
+    assert_eq!(status, 503);
+    assert_eq!(content_type, "application/problem+json");
+    assert!(
+        waited < std::time::Duration::from_secs(1),
+        "the probe waited {waited:?} of the database's silence"
+    );
+}

@@ -82,7 +82,12 @@ async fn healthz() -> Json<Health> {
 }
 
 async fn readyz(State(probe): State<Probe>) -> Response {
-    match not_ready(&probe).await {
+    // A database that neither answers nor refuses would otherwise hold the
+    // probe for the pool's acquire timeout, past orchestrators' probe timeouts.
+    let verdict = tokio::time::timeout(READY_WITHIN, not_ready(&probe))
+        .await
+        .unwrap_or_else(|_| Some("the database did not answer within a second".into()));
+    match verdict {
         None => Json(Health {
             status: "ready".into(),
         })
@@ -100,6 +105,9 @@ async fn readyz(State(probe): State<Probe>) -> Response {
     }
 }
 
+/// Longest a readiness check waits for the database.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_millis(900);
+
 /// Why this worker is not ready, or `None` when it is.
 async fn not_ready(probe: &Probe) -> Option<String> {
     let Some(store) = probe.store.get() else {
@@ -113,12 +121,14 @@ async fn not_ready(probe: &Probe) -> Option<String> {
             return Some("the database is unreachable".into());
         }
     }
-    // The workers table lists only workers whose heartbeat is recent.
+    // A worker whose heartbeat is older than its lease is listed as lost.
     match store.workers().await {
         Ok(workers) => {
-            let registered = workers
-                .iter()
-                .any(|w| w.pid == probe.pid && w.hostname == probe.hostname);
+            let registered = workers.iter().any(|w| {
+                w.pid == probe.pid
+                    && w.hostname == probe.hostname
+                    && w.state != mcq_api_types::WorkerState::Lost
+            });
             (!registered).then(|| "the worker is not registered with a live heartbeat".into())
         }
         Err(err) => {
