@@ -280,7 +280,9 @@ pub(crate) async fn heartbeat_pairs_each_token_with_its_task(db: &Db) {
 pub(crate) async fn lease_expiring_on_last_attempt_fails_the_job(db: &Db) {
     let config = QueueConfig {
         max_attempts: 2,
-        ..quick(200)
+        // Long enough that a busy machine's claim-then-reap never outlasts
+        // it (the lease must still be alive right after the claim).
+        ..quick(2_000)
     };
     let store = db.store(config).await;
     let id = submit(&store, single(1)).await.job_ids[0];
@@ -309,7 +311,7 @@ pub(crate) async fn lease_expiring_on_last_attempt_fails_the_job(db: &Db) {
             "the lease is alive"
         );
         // The worker dies with the task (a poison task would kill every one).
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::time::sleep(Duration::from_millis(2_300)).await;
     }
     assert_eq!(
         store.reap().await.expect("reap"),

@@ -269,7 +269,9 @@ pub(crate) async fn cancel_batch_counts_unfinished_jobs(db: &Db) {
 
 pub(crate) async fn retention_prunes_only_old_finished_work(db: &Db) {
     let config = QueueConfig {
-        retention: Duration::from_millis(500),
+        // Long enough that draining and pruning the recent work on a busy
+        // machine never outlasts it.
+        retention: Duration::from_secs(3),
         ..QueueConfig::default()
     };
     let store = db.store(config).await;
@@ -278,7 +280,7 @@ pub(crate) async fn retention_prunes_only_old_finished_work(db: &Db) {
     let w = worker(&store).await;
     drain(&store, w).await;
     let unfinished = submit(&store, batch(2)).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::time::sleep(Duration::from_millis(3_300)).await;
     let recent = submit(&store, single(10)).await.job_ids[0];
     drain(&store, w).await;
 
