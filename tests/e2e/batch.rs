@@ -76,6 +76,7 @@ fn specs() -> Vec<Spec> {
 async fn run_batch(client: &Client) -> (BatchView, Vec<JobView>) {
     let request = BatchRequest {
         label: Some("e2e".into()),
+        priority: None,
         jobs: specs(),
     };
     let accepted = client
@@ -218,6 +219,7 @@ async fn check_cancel(client: &Client) {
     };
     let request = BatchRequest {
         label: None,
+        priority: None,
         jobs: vec![long; 3],
     };
     let accepted = client.submit_batch(&request, None).await.expect("submit");

@@ -4,5 +4,6 @@
 
 mod batch;
 mod commands;
+mod keys;
 mod readme;
 mod server;

@@ -1,6 +1,7 @@
 //! Submitting batches and waiting for them, and the in-process oracle the
 //! workers' results must equal to the bit.
 
+use mcq_queue::Scope;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,8 @@ pub(crate) async fn submit(store: &Store, specs: Vec<Spec>) -> anyhow::Result<Uu
         .collect::<anyhow::Result<_>>()?;
     let submitted = store
         .submit(Submission {
+            tenant: mcq_queue::DEFAULT_TENANT,
+            priority: 0,
             as_batch: true,
             label: Some("process test".into()),
             jobs,
@@ -63,7 +66,7 @@ pub(crate) async fn submit(store: &Store, specs: Vec<Spec>) -> anyhow::Result<Uu
 /// The batch now. Database errors are returned, not retried.
 pub(crate) async fn view(store: &Store, batch: Uuid) -> anyhow::Result<BatchView> {
     store
-        .batch(batch)
+        .batch(batch, Scope::All)
         .await
         .context("reading the batch")?
         .context("the batch exists")
@@ -82,7 +85,7 @@ pub(crate) async fn wait_until(
     let start = Instant::now();
     let mut last = None;
     loop {
-        match store.batch(batch).await {
+        match store.batch(batch, Scope::All).await {
             Ok(Some(view)) if done(&view) => return Ok(view),
             Ok(view) => last = view,
             Err(_) => {}
@@ -103,7 +106,7 @@ pub(crate) async fn jobs(store: &Store, batch: Uuid) -> anyhow::Result<Vec<JobVi
     let mut all: Vec<JobView> = Vec::new();
     loop {
         let page = store
-            .batch_jobs(batch, all.last().map(|j| j.id), 500)
+            .batch_jobs(batch, Scope::All, all.last().map(|j| j.id), 500)
             .await
             .context("listing jobs")?
             .context("the batch exists")?;

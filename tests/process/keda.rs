@@ -4,6 +4,7 @@
 //! running work needs and scales to zero only when nothing is left.
 
 use anyhow::Context as _;
+use mcq_queue::Scope;
 use mcq_queue::{Store, Submission, WorkerInfo};
 
 use super::batch;
@@ -62,6 +63,8 @@ async fn keda_query_counts_queued_running_and_staged_tasks() -> anyhow::Result<(
     );
     let split = store
         .submit(Submission {
+            tenant: mcq_queue::DEFAULT_TENANT,
+            priority: 0,
             as_batch: false,
             label: None,
             jobs: vec![batch::spec(3, 99).validate().expect("a valid spec")],
@@ -90,9 +93,9 @@ async fn keda_query_counts_queued_running_and_staged_tasks() -> anyhow::Result<(
         "running tasks still count: their workers are busy"
     );
 
-    store.cancel_job(split).await?;
+    store.cancel_job(split, Scope::All).await?;
     assert_eq!(scaled_on(&db.url, &query).await?, 5);
-    store.cancel_batch(staged).await?;
+    store.cancel_batch(staged, Scope::All).await?;
     assert_eq!(
         scaled_on(&db.url, &query).await?,
         0,

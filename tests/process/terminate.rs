@@ -1,6 +1,7 @@
 //! SIGTERM: the worker stops claiming, hands back what it cannot finish
 //! within its shutdown timeout, deregisters and exits 0.
 
+use mcq_queue::Scope;
 use std::time::Duration;
 
 use mcq_tests::{McqProcess, TempDir};
@@ -71,6 +72,6 @@ async fn sigterm_hands_back_running_tasks_and_exits_zero() -> anyhow::Result<()>
         }
     }
     assert!(store.workers().await?.is_empty(), "the worker deregistered");
-    store.cancel_batch(batch_id).await?;
+    store.cancel_batch(batch_id, Scope::All).await?;
     Ok(())
 }

@@ -114,6 +114,29 @@ def postgres_url(pytestconfig: pytest.Config) -> Iterator[str]:
         subprocess.run(["bash", str(script), "destroy"], env=env, capture_output=True)
 
 
+def make_key(database_url: str, tenant: str, role: str = "submit") -> str:
+    """A new API key for ``tenant``, made with ``mcq keys create``."""
+    made = subprocess.run(
+        [
+            str(_mcq_bin()),
+            "keys",
+            "create",
+            "--tenant",
+            tenant,
+            "--role",
+            role,
+            "--quiet",
+            "--database-url",
+            database_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return made.stdout.strip()
+
+
 def _start(database_url: str, backend: str, workdir: Path) -> Server:
     log = workdir / "server.log"
     out = workdir / "server.out"
@@ -193,3 +216,29 @@ def client(server: Server) -> Iterator[Client]:
     """A client of the backend's server."""
     with Client(server.url) as mcq:
         yield mcq
+
+
+@dataclass
+class KeyedServer:
+    """A running ``mcq serve`` whose database holds keys."""
+
+    server: Server
+    alice: str
+    """A ``submit`` key of tenant ``alice``."""
+    bob: str
+    """A ``submit`` key of tenant ``bob``."""
+
+
+@pytest.fixture(scope="session")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
+    """``mcq serve`` on SQLite with two tenants' keys made beforehand."""
+    workdir = tmp_path_factory.mktemp("serve-keyed")
+    database_url = f"sqlite:{workdir / 'mcq.sqlite'}"
+    alice = make_key(database_url, "alice")
+    bob = make_key(database_url, "bob")
+    running = _start(database_url, "sqlite", workdir)
+    try:
+        yield KeyedServer(server=running, alice=alice, bob=bob)
+    finally:
+        _stop(running.process)
+        shutil.rmtree(workdir, ignore_errors=True)

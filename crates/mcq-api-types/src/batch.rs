@@ -22,6 +22,12 @@ pub struct BatchRequest {
     /// At least one, at most the server's limit (100,000 by default).
     #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub jobs: Vec<Spec>,
+    /// Within the submitting tenant, batches of higher priority are claimed
+    /// first (-100 to 100, default 0); between tenants, claims share fairly
+    /// whatever the priorities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = -100, maximum = 100))]
+    pub priority: Option<i16>,
 }
 
 /// Answer of `POST /v1/batches` (status 202).
@@ -140,6 +146,7 @@ mod tests {
     fn a_request_without_label_is_just_its_jobs() {
         let request = BatchRequest {
             label: None,
+            priority: None,
             jobs: vec![Spec::default()],
         };
         let json = serde_json::to_value(&request).unwrap();

@@ -335,6 +335,7 @@ mod tests {
         let config = crate::ApiConfig::default();
         let request = BatchRequest {
             label: Some("x".repeat(200)),
+            priority: Some(-100),
             jobs: vec![spec; config.max_batch_jobs],
         };
         let body = serde_json::to_vec(&request).unwrap();

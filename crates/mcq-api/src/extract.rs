@@ -52,7 +52,8 @@ impl<T: Decode> FromRequest<AppState> for JsonBody<T> {
     }
 }
 
-fn is_json(headers: &axum::http::HeaderMap) -> bool {
+/// Whether the request declares a JSON body (`application/json` or `application/…+json`).
+pub(crate) fn is_json(headers: &axum::http::HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

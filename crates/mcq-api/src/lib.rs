@@ -11,6 +11,8 @@
 // must be a checked conversion or state why it cannot truncate.
 #![warn(clippy::cast_possible_truncation)]
 
+mod access;
+mod access_log;
 mod body;
 mod dashboard;
 mod decode;
@@ -37,6 +39,8 @@ use axum::routing::{MethodRouter, get, post};
 use axum::{Extension, Router};
 use mcq_queue::Store;
 
+pub use access::{Caller, KEY_CACHE_TTL};
+pub use access_log::{REQUEST_ID, RequestId};
 pub use dashboard::{CONTENT_SECURITY_POLICY, dashboard_bytes};
 pub use mcq_api_types::PROBLEM_JSON;
 pub use openapi::{ApiDoc, openapi};
@@ -60,6 +64,13 @@ pub struct ApiConfig {
     /// after opening or after its last answer, is closed: the header-read
     /// and the keep-alive idle timeout.
     pub header_read_timeout: Duration,
+    /// Whether requests without a key are served (as an admin of the
+    /// default tenant) while the database holds no active key. `mcq serve`
+    /// allows it on a loopback address only, unless `--insecure-open`.
+    pub open_without_keys: bool,
+    /// Host names the server answers to (the `Host` header, without its
+    /// port), against DNS rebinding; empty: any.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ApiConfig {
@@ -70,6 +81,8 @@ impl Default for ApiConfig {
             request_timeout: Duration::from_secs(30),
             max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
+            open_without_keys: true,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -108,8 +121,8 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
 }
 
 /// The whole service: routes, the dashboard, problem+json fallbacks,
-/// limits on the request head, timeout, and the refusal of cross-origin
-/// writes.
+/// limits on the request head, API keys and roles, timeout, the refusal of
+/// cross-origin writes, and the access log.
 pub fn app(state: AppState) -> Router {
     let mut router = dashboard::router();
     for (_, path, route) in routes() {
@@ -117,16 +130,23 @@ pub fn app(state: AppState) -> Router {
     }
     // The body extractor reads bodies itself, within `max_body_bytes`;
     // axum's default limit of 2 MB must not cut in first.
+    let gate = access::Gate::new(
+        state.store.clone(),
+        state.config.open_without_keys,
+        state.config.allowed_hosts.clone(),
+    );
     router
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(gate, access::authorize))
         .layer(middleware::from_fn_with_state(
             state.config.request_timeout,
             timeout,
         ))
         .layer(middleware::from_fn(origin::same_origin_writes))
         .layer(middleware::from_fn(head::check))
+        .layer(middleware::from_fn(access_log::access_log))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -1,6 +1,7 @@
 //! What operators and dashboards list: batches newest first, workers with
 //! their state, the queue's depth.
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -9,6 +10,7 @@ use mcq_queue::{BatchQuery, MAX_BATCH_PAGE};
 use serde::Deserialize;
 
 use crate::AppState;
+use crate::access::Caller;
 use crate::extract::parse_uuid;
 use crate::problem::ApiError;
 use crate::read::parse_limit;
@@ -48,6 +50,7 @@ pub(crate) struct BatchListQuery {
 )]
 pub(crate) async fn list_batches(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<BatchListQuery>, QueryRejection>,
 ) -> Result<Json<BatchPage>, ApiError> {
     let Query(query) = query.map_err(|err| ApiError::BadParameter(err.body_text()))?;
@@ -86,12 +89,15 @@ pub(crate) async fn list_batches(
     // One extra batch tells whether another page follows.
     let mut batches = state
         .store
-        .batches(BatchQuery {
-            done,
-            label,
-            after,
-            limit: limit + 1,
-        })
+        .batches(
+            BatchQuery {
+                done,
+                label,
+                after,
+                limit: limit + 1,
+            },
+            caller.scope(),
+        )
         .await?;
     let next = if batches.len() > limit as usize {
         batches.truncate(limit as usize);

@@ -79,6 +79,41 @@ pub enum ApiError {
     /// The idempotency key was used with a different request (409).
     #[error("the Idempotency-Key was already used with a different request")]
     IdempotencyConflict,
+    /// No valid API key where one is needed (401).
+    #[error("{detail}")]
+    Unauthorized {
+        /// What was wrong with the key, or that one is needed.
+        detail: String,
+    },
+    /// The key's role may not do this (403).
+    #[error("{detail}")]
+    Forbidden {
+        /// Which role is needed.
+        detail: String,
+    },
+    /// The Host header names a host this server does not answer to (421).
+    #[error("this server does not answer to that Host (see mcq serve --allowed-hosts)")]
+    HostNotAllowed,
+    /// A state-changing request without a key and without a JSON content
+    /// type, as a form on another web site could send (415).
+    #[error(
+        "a request that changes state needs an API key or Content-Type: application/json \
+         (so that other web sites cannot send it)"
+    )]
+    CrossSiteWrite,
+    /// The tenant's quota of queued and running jobs would be exceeded (429).
+    #[error(
+        "this tenant may have at most {limit} jobs queued or running; {active} are, \
+         and this request adds {adding}: try again once some have finished"
+    )]
+    QuotaExceeded {
+        /// The tenant's `max_active_jobs`.
+        limit: u64,
+        /// Its jobs queued or running now.
+        active: u64,
+        /// Jobs in the request.
+        adding: u64,
+    },
     /// The request took longer than the server allows (503).
     #[error("the request timed out; try again")]
     Timeout,
@@ -106,6 +141,11 @@ impl ApiError {
             ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::IdempotencyConflict => StatusCode::CONFLICT,
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::HostNotAllowed => StatusCode::MISDIRECTED_REQUEST,
+            ApiError::CrossSiteWrite => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -135,6 +175,13 @@ impl ApiError {
             ApiError::IdempotencyConflict => {
                 ("/problems/idempotency-conflict", "Idempotency key conflict")
             }
+            ApiError::Unauthorized { .. } => ("/problems/unauthorized", "API key needed"),
+            ApiError::Forbidden { .. } => ("/problems/forbidden", "Role not allowed"),
+            ApiError::HostNotAllowed => ("/problems/host-not-allowed", "Host not allowed"),
+            ApiError::CrossSiteWrite => {
+                ("/problems/unsupported-media-type", "Unsupported media type")
+            }
+            ApiError::QuotaExceeded { .. } => ("/problems/quota-exceeded", "Quota exceeded"),
             ApiError::Timeout => ("/problems/timeout", "Request timed out"),
             ApiError::Unavailable => ("/problems/unavailable", "Service unavailable"),
             ApiError::Internal => ("/problems/internal", "Internal server error"),
@@ -183,15 +230,30 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// Seconds a client is asked to wait after a 429 or a 503.
+pub(crate) const RETRY_AFTER_SECS: u64 = 5;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
         let mut response = (self.status(), body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
-        if matches!(self, ApiError::BodyTooLarge { .. }) {
-            // What is left of an oversized body may still be arriving.
-            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        match self {
+            ApiError::Unauthorized { .. } => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"mcq\""),
+                );
+            }
+            ApiError::QuotaExceeded { .. } | ApiError::Timeout | ApiError::Unavailable => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            ApiError::BodyTooLarge { .. } => {
+                // What is left of an oversized body may still be arriving.
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            _ => {}
         }
         response
     }
@@ -243,6 +305,43 @@ mod tests {
                 "/problems/invalid-spec",
                 "job 3: down must be positive"
             )
+        );
+    }
+
+    #[test]
+    fn refusals_carry_the_headers_clients_act_on() {
+        let header = |err: ApiError, name| {
+            let response = err.into_response();
+            (
+                response.status().as_u16(),
+                response
+                    .headers()
+                    .get(name)
+                    .map(|v| v.to_str().unwrap().to_owned()),
+            )
+        };
+        let unauthorized = ApiError::Unauthorized {
+            detail: "no key".into(),
+        };
+        assert_eq!(
+            header(unauthorized, header::WWW_AUTHENTICATE),
+            (401, Some("Bearer realm=\"mcq\"".into()))
+        );
+        let quota = ApiError::QuotaExceeded {
+            limit: 3,
+            active: 3,
+            adding: 1,
+        };
+        assert_eq!(header(quota, header::RETRY_AFTER), (429, Some("5".into())));
+        // A saturated pool (no connection within its acquire timeout) is
+        // an outage (`StoreError::is_unavailable`): 503, and when to come back.
+        assert_eq!(
+            header(ApiError::Unavailable, header::RETRY_AFTER),
+            (503, Some("5".into()))
+        );
+        assert_eq!(
+            header(ApiError::Timeout, header::RETRY_AFTER),
+            (503, Some("5".into()))
         );
     }
 }

@@ -7,6 +7,7 @@ use mcq_api_types::{BatchCancelled, BatchView, JobCancelled, JobPage, JobView, P
 use serde::Deserialize;
 
 use crate::AppState;
+use crate::access::Caller;
 use crate::extract::{RawId, parse_id, parse_uuid};
 use crate::problem::ApiError;
 use crate::wait::{Progress, Stopping, Wake, cap, parse_wait, poll_until};
@@ -46,12 +47,14 @@ fn wait_of(
     responses(
         (status = 200, description = "The job (with `wait`, possibly still unfinished when the wait ran out)", body = JobView),
         (status = 400, description = "Bad `wait`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such job (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job (or not a UUID, or another tenant's)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn get_job(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     RawId(raw): RawId,
     query: Result<Query<WaitQuery>, QueryRejection>,
     stopping: Option<Extension<Stopping>>,
@@ -61,7 +64,7 @@ pub(crate) async fn get_job(
     let read = || async {
         state
             .store
-            .job(id)
+            .job(id, caller.scope())
             .await?
             .ok_or_else(|| ApiError::NotFound {
                 what: "job",
@@ -103,12 +106,14 @@ pub(crate) async fn get_job(
     responses(
         (status = 200, description = "The batch (with `wait`, possibly not yet done when the wait ran out)", body = BatchView),
         (status = 400, description = "Bad `wait`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such batch (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such batch (or not a UUID, or another tenant's)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn get_batch(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     RawId(raw): RawId,
     query: Result<Query<WaitQuery>, QueryRejection>,
     stopping: Option<Extension<Stopping>>,
@@ -118,7 +123,7 @@ pub(crate) async fn get_batch(
     let read = || async {
         state
             .store
-            .batch(id)
+            .batch(id, caller.scope())
             .await?
             .ok_or_else(|| ApiError::NotFound {
                 what: "batch",
@@ -168,12 +173,14 @@ pub(crate) struct PageQuery {
     responses(
         (status = 200, description = "A page of jobs; `next` is absent on the last page (with `wait`, jobs may still be unfinished when the wait ran out)", body = JobPage),
         (status = 400, description = "Bad `after`, `limit` or `wait`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such batch (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such batch (or not a UUID, or another tenant's)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn batch_jobs(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     RawId(raw): RawId,
     query: Result<Query<PageQuery>, QueryRejection>,
     stopping: Option<Extension<Stopping>>,
@@ -200,7 +207,7 @@ pub(crate) async fn batch_jobs(
     let read = || async {
         state
             .store
-            .batch_jobs(id, after, limit + 1)
+            .batch_jobs(id, caller.scope(), after, limit + 1)
             .await?
             .ok_or_else(|| ApiError::NotFound {
                 what: "batch",
@@ -239,7 +246,11 @@ pub(crate) async fn batch_jobs(
         // An empty page after a cursor: the cursor was this batch's last
         // job, or it is no job of this batch at all (the query finds no
         // position for it), which is the client's mistake.
-        let owner = state.store.job(after).await?.and_then(|job| job.batch_id);
+        let owner = state
+            .store
+            .job(after, caller.scope())
+            .await?
+            .and_then(|job| job.batch_id);
         if owner != Some(id) {
             return Err(ApiError::BadParameter(
                 "after is not a job of this batch; pass the next of one of its pages".into(),
@@ -271,23 +282,26 @@ pub(crate) fn parse_limit(text: &str, max: u32) -> Option<u32> {
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "The job's state afterwards (a finished job keeps its state)", body = JobCancelled),
-        (status = 404, description = "No such job (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job (or not a UUID, or another tenant's)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn cancel_job(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     RawId(raw): RawId,
 ) -> Result<Json<JobCancelled>, ApiError> {
     let id = parse_id(&raw, "job")?;
     let state = state
         .store
-        .cancel_job(id)
+        .cancel_job(id, caller.scope())
         .await?
         .ok_or(ApiError::NotFound {
             what: "job",
             id: raw,
         })?;
+    audit_cancel(&caller, "job", id, &format!("state {state:?}"));
     Ok(Json(JobCancelled { id, state }))
 }
 
@@ -299,22 +313,41 @@ pub(crate) async fn cancel_job(
     params(("id" = uuid::Uuid, Path, description = "Batch id")),
     responses(
         (status = 200, description = "How many jobs were cancelled", body = BatchCancelled),
-        (status = 404, description = "No such batch (or not a UUID)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such batch (or not a UUID, or another tenant's)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn cancel_batch(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     RawId(raw): RawId,
 ) -> Result<Json<BatchCancelled>, ApiError> {
     let id = parse_id(&raw, "batch")?;
-    let cancelled = state
-        .store
-        .cancel_batch(id)
-        .await?
-        .ok_or(ApiError::NotFound {
-            what: "batch",
-            id: raw,
-        })?;
+    let cancelled =
+        state
+            .store
+            .cancel_batch(id, caller.scope())
+            .await?
+            .ok_or(ApiError::NotFound {
+                what: "batch",
+                id: raw,
+            })?;
+    audit_cancel(&caller, "batch", id, &format!("{cancelled} jobs cancelled"));
     Ok(Json(BatchCancelled { id, cancelled }))
+}
+
+/// The record of who cancelled what (target `mcq::audit`), kept apart
+/// from the access log, which names routes but never ids.
+fn audit_cancel(caller: &Caller, what: &'static str, id: uuid::Uuid, outcome: &str) {
+    tracing::info!(
+        target: "mcq::audit",
+        tenant = %caller.tenant_name,
+        key = %caller.key_id.as_deref().unwrap_or("-"),
+        role = %caller.role,
+        what,
+        id = %id,
+        outcome,
+        "cancel"
+    );
 }

@@ -1,6 +1,7 @@
 //! `POST /v1/jobs` and `POST /v1/batches`: decode, fill defaults, validate
 //! every spec (all or nothing), draw seeds, enqueue in bulk.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -8,12 +9,15 @@ use mcq_api_types::{
     BatchAccepted, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, JobView, Problem,
 };
 use mcq_kernel::{MAX_SEED, Spec, ValidSpec};
-use mcq_queue::{IdempotencyKey, Submission, Submitted};
+use mcq_queue::{IdempotencyKey, Submission, Submitted, TenantLimits};
 
 use crate::AppState;
+use crate::access::Caller;
 use crate::extract::{IdempotencyHeader, JsonBody};
 use crate::problem::ApiError;
 
+/// Largest batch priority (and, negated, the smallest).
+const MAX_PRIORITY: i16 = 100;
 /// Most characters of a batch label.
 const MAX_LABEL_CHARS: usize = 200;
 /// Most field errors listed in one problem; a batch of 100,000 bad specs
@@ -34,12 +38,16 @@ const MAX_LISTED_ERRORS: usize = 100;
         (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid values, each listed by JSON pointer", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key's role may not submit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid values (or more paths than the tenant may run), each listed by JSON pointer", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The tenant's quota of queued and running jobs is reached; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable or request timed out", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn submit_job(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     IdempotencyHeader(key): IdempotencyHeader,
     JsonBody(spec): JsonBody<Spec>,
 ) -> Result<Response, ApiError> {
@@ -48,10 +56,13 @@ pub(crate) async fn submit_job(
         key,
         fingerprint: fingerprint("POST /v1/jobs", &spec),
     });
-    let spec = prepare(vec![spec], |_| String::new())?.remove(0);
+    let spec = prepare(vec![spec], &caller.limits, |_| String::new())?.remove(0);
+    check_quota(&state, &caller, 1).await?;
     let submitted = state
         .store
         .submit(Submission {
+            tenant: caller.tenant,
+            priority: 0,
             as_batch: false,
             label: None,
             jobs: vec![spec],
@@ -59,7 +70,7 @@ pub(crate) async fn submit_job(
         })
         .await?;
     let id = *submitted.job_ids.first().ok_or(ApiError::Internal)?;
-    let Some(view) = state.store.job(id).await? else {
+    let Some(view) = state.store.job(id, caller.scope()).await? else {
         tracing::error!(%id, "job missing right after submission");
         return Err(ApiError::Internal);
     };
@@ -84,34 +95,48 @@ pub(crate) async fn submit_job(
         (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large or too many jobs", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid values, each listed by JSON pointer such as /jobs/17/down", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key's role may not submit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid values (or more paths than the tenant may run), each listed by JSON pointer such as /jobs/17/down", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The tenant's quota of queued and running jobs is reached; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable or request timed out", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn submit_batch(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     IdempotencyHeader(key): IdempotencyHeader,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<Response, ApiError> {
     check_label(request.label.as_deref())?;
+    let priority = request.priority.unwrap_or(0);
+    if !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&priority) {
+        return Err(invalid(vec![FieldProblem {
+            pointer: "/priority".into(),
+            detail: format!("priority must be from -{MAX_PRIORITY} to {MAX_PRIORITY}"),
+        }]));
+    }
     if request.jobs.is_empty() {
         return Err(invalid(vec![FieldProblem {
             pointer: "/jobs".into(),
             detail: "a batch needs at least one job".into(),
         }]));
     }
+    check_quota(&state, &caller, request.jobs.len()).await?;
     // Validating tens of thousands of specs takes milliseconds, but it is
     // still CPU work: keep it off the async workers.
+    let limits = caller.limits;
     let (label, jobs, idempotency) = tokio::task::spawn_blocking(move || {
         let request = BatchRequest {
             label: request.label,
+            priority: request.priority,
             jobs: request.jobs.into_iter().map(Spec::with_defaults).collect(),
         };
         let idempotency = key.map(|key| IdempotencyKey {
             key,
             fingerprint: fingerprint("POST /v1/batches", &request),
         });
-        let jobs = prepare(request.jobs, |i| format!("/jobs/{i}"))?;
+        let jobs = prepare(request.jobs, &limits, |i| format!("/jobs/{i}"))?;
         Ok::<_, ApiError>((request.label, jobs, idempotency))
     })
     .await
@@ -119,6 +144,8 @@ pub(crate) async fn submit_batch(
     let submitted = state
         .store
         .submit(Submission {
+            tenant: caller.tenant,
+            priority,
             as_batch: true,
             label,
             jobs,
@@ -166,10 +193,59 @@ fn text_problem(text: &str) -> Option<&'static str> {
         .then_some("must not contain the character U+0000 (NUL)")
 }
 
-/// Validates every spec (defaults already filled); the kernel draws the
-/// missing seeds, so that every task of a job uses the same stream and the
-/// stored spec says which. `prefix(i)` is the JSON pointer of spec `i`.
-fn prepare(specs: Vec<Spec>, prefix: impl Fn(usize) -> String) -> Result<Vec<ValidSpec>, ApiError> {
+/// Refuses a submission of `adding` jobs that would take the caller's
+/// tenant past its quota of queued and running jobs. A check before the
+/// insert, not a lock: submissions racing each other may together pass
+/// the quota by the size of the others in flight.
+async fn check_quota(state: &AppState, caller: &Caller, adding: usize) -> Result<(), ApiError> {
+    let Some(limit) = caller.limits.max_active_jobs else {
+        return Ok(());
+    };
+    let adding = adding as u64;
+    let active = state.store.active_jobs(caller.tenant).await?;
+    if active.saturating_add(adding) > limit {
+        return Err(ApiError::QuotaExceeded {
+            limit,
+            active,
+            adding,
+        });
+    }
+    Ok(())
+}
+
+/// The tenant's limit of paths per job against one spec: a refusal with
+/// the field it names, if the spec asks for more.
+fn over_path_limit(spec: &Spec, limits: &TenantLimits) -> Option<(&'static str, String)> {
+    let max = limits.max_paths_per_job?;
+    if spec.method == mcq_kernel::Method::Exact {
+        return None;
+    }
+    match spec.runs {
+        Some(runs) if runs > max => Some((
+            "runs",
+            format!("runs ({runs}) is above this tenant's limit of {max} paths per job"),
+        )),
+        Some(_) => None,
+        // A target error may need any number of paths: only `runs` can
+        // promise to stay within the limit.
+        None => Some((
+            "target_std_error",
+            format!(
+                "this tenant may run at most {max} paths per job: give `runs` instead of `target_std_error`"
+            ),
+        )),
+    }
+}
+
+/// Validates every spec (defaults already filled) and holds it to the
+/// tenant's path limit; the kernel draws the missing seeds, so that every
+/// task of a job uses the same stream and the stored spec says which.
+/// `prefix(i)` is the JSON pointer of spec `i`.
+fn prepare(
+    specs: Vec<Spec>,
+    limits: &TenantLimits,
+    prefix: impl Fn(usize) -> String,
+) -> Result<Vec<ValidSpec>, ApiError> {
     let mut errors = Vec::new();
     let mut ready = Vec::with_capacity(specs.len());
     for (i, spec) in specs.iter().enumerate() {
@@ -177,6 +253,13 @@ fn prepare(specs: Vec<Spec>, prefix: impl Fn(usize) -> String) -> Result<Vec<Val
             errors.push(FieldProblem {
                 pointer: format!("{}/seed", prefix(i)),
                 detail: format!("seed must be at most 2^53 - 1 = {MAX_SEED} (got {seed})"),
+            });
+            continue;
+        }
+        if let Some((field, detail)) = over_path_limit(spec, limits) {
+            errors.push(FieldProblem {
+                pointer: format!("{}/{field}", prefix(i)),
+                detail,
             });
             continue;
         }
@@ -267,10 +350,15 @@ mod tests {
             ..Spec::default()
         }
         .with_defaults();
-        let ready = prepare(vec![good.clone()], |_| String::new()).unwrap();
+        let ready = prepare(vec![good.clone()], &TenantLimits::default(), |_| {
+            String::new()
+        })
+        .unwrap();
         assert!(ready[0].spec().seed.is_some());
         let Err(ApiError::InvalidSpec { errors, .. }) =
-            prepare(vec![good, bad], |i| format!("/jobs/{i}"))
+            prepare(vec![good, bad], &TenantLimits::default(), |i| {
+                format!("/jobs/{i}")
+            })
         else {
             panic!("a bad spec must reject the batch");
         };
@@ -292,6 +380,7 @@ mod tests {
         };
         let ready = prepare(
             vec![spec(Some(1), 0.8), spec(Some(2), 0.8), spec(None, 0.8)],
+            &TenantLimits::default(),
             |i| format!("/jobs/{i}"),
         )
         .unwrap();
@@ -301,6 +390,7 @@ mod tests {
         // Every spec is validated, however alike the ones before it.
         let Err(ApiError::InvalidSpec { errors, .. }) = prepare(
             vec![spec(Some(1), 0.8), spec(Some(2), 0.8), spec(Some(3), 2.0)],
+            &TenantLimits::default(),
             |i| format!("/jobs/{i}"),
         ) else {
             panic!("the bad third spec must reject the batch");

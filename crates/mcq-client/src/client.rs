@@ -65,10 +65,22 @@ impl ClientError {
 }
 
 /// A client for one mcq server. Cheap to clone (shares its connection pool).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,
+    /// Sent as `Authorization: Bearer <key>` on every request.
+    api_key: Option<String>,
+}
+
+impl std::fmt::Debug for Client {
+    /// Never prints the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("api_key", &self.api_key.as_ref().map(|_| "(set)"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
@@ -95,7 +107,15 @@ impl Client {
         Ok(Client {
             http,
             base: base.to_owned(),
+            api_key: None,
         })
+    }
+
+    /// This client, sending `key` (from `mcq keys create`) with every
+    /// request; `None` sends none, as a server without keys expects.
+    pub fn with_api_key(mut self, key: Option<String>) -> Client {
+        self.api_key = key.filter(|k| !k.is_empty());
+        self
     }
 
     /// The server's base URL.
@@ -200,14 +220,21 @@ impl Client {
 
     /// `POST /v1/jobs/{id}/cancel`.
     pub async fn cancel_job(&self, id: Uuid) -> Result<JobCancelled, ClientError> {
-        self.send(self.request(Method::POST, &format!("/v1/jobs/{id}/cancel")))
+        self.send(self.cancel(&format!("/v1/jobs/{id}/cancel")))
             .await
     }
 
     /// `POST /v1/batches/{id}/cancel`.
     pub async fn cancel_batch(&self, id: Uuid) -> Result<BatchCancelled, ClientError> {
-        self.send(self.request(Method::POST, &format!("/v1/batches/{id}/cancel")))
+        self.send(self.cancel(&format!("/v1/batches/{id}/cancel")))
             .await
+    }
+
+    /// An empty POST declared as JSON: a server without keys refuses
+    /// writes of other content types (as a cross-site form would send).
+    fn cancel(&self, path: &str) -> RequestBuilder {
+        self.request(Method::POST, path)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
     }
 
     /// `GET /v1/workers`: workers heard from recently, with their state.
@@ -277,7 +304,11 @@ impl Client {
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.base))
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match &self.api_key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {

@@ -101,6 +101,8 @@ fn batch(n: u64, first_seed: u64) -> Submission {
     .expect("a valid spec");
     let jobs = (0..n).map(|i| valid.with_seed(first_seed + i)).collect();
     Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: true,
         label: Some("perf".into()),
         jobs,

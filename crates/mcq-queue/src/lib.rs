@@ -12,6 +12,7 @@
 // must be a checked conversion or state why it cannot truncate.
 #![warn(clippy::cast_possible_truncation)]
 
+mod access;
 mod finished;
 mod idle;
 mod outage;
@@ -23,6 +24,7 @@ mod store;
 mod types;
 mod work;
 
+pub use access::{DEFAULT_TENANT, KeyRecord, NewKey, Role, Scope, Tenant, TenantId, TenantLimits};
 pub use finished::FinishedEvents;
 pub use idle::IdleWorkers;
 pub use schema::SchemaStatus;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::access::Scope;
 use crate::outage::read_again_if_dropped;
 use crate::postgres::PgQueue;
 use crate::schema::SchemaStatus;
@@ -162,14 +163,14 @@ impl QueueConfig {
 /// Writes are not: one whose answer was lost may have committed.
 #[derive(Debug, Clone)]
 pub struct Store {
-    backend: Backend,
+    pub(crate) backend: Backend,
     config: Arc<QueueConfig>,
     refused: Arc<AtomicU64>,
 }
 
 /// The database behind a [`Store`].
 #[derive(Debug, Clone)]
-enum Backend {
+pub(crate) enum Backend {
     Postgres(PgQueue),
     Sqlite(SqliteQueue),
 }
@@ -178,11 +179,12 @@ enum Backend {
 macro_rules! dispatch {
     ($store:expr, $q:ident => $call:expr) => {
         match &$store.backend {
-            Backend::Postgres($q) => $call,
-            Backend::Sqlite($q) => $call,
+            $crate::store::Backend::Postgres($q) => $call,
+            $crate::store::Backend::Sqlite($q) => $call,
         }
     };
 }
+pub(crate) use dispatch;
 
 impl Store {
     /// Connects to `postgres://…` or `sqlite:…` (file created if missing).
@@ -243,48 +245,61 @@ impl Store {
     pub async fn submit(&self, submission: Submission) -> Result<Submitted, StoreError> {
         dispatch!(self, q => q.submit(submission).await)
     }
-    /// One job with its result, if it exists.
-    pub async fn job(&self, id: Uuid) -> Result<Option<JobView>, StoreError> {
-        read_again_if_dropped(move || async move { dispatch!(self, q => q.job(id).await) }).await
+    /// One job with its result, if it exists within `scope`.
+    pub async fn job(&self, id: Uuid, scope: Scope) -> Result<Option<JobView>, StoreError> {
+        read_again_if_dropped(move || async move { dispatch!(self, q => q.job(id, scope).await) })
+            .await
     }
-    /// Counts, statistics and timings of a batch, in one query.
-    pub async fn batch(&self, id: Uuid) -> Result<Option<BatchView>, StoreError> {
-        read_again_if_dropped(move || async move { dispatch!(self, q => q.batch(id).await) }).await
+    /// Counts, statistics and timings of a batch within `scope`, in one query.
+    pub async fn batch(&self, id: Uuid, scope: Scope) -> Result<Option<BatchView>, StoreError> {
+        read_again_if_dropped(move || async move { dispatch!(self, q => q.batch(id, scope).await) })
+            .await
     }
     /// A page of a batch's jobs in submission order, after job `after`
     /// (an `after` that is not in the batch gives an empty page). `limit`
-    /// is capped at [`MAX_PAGE`]. `None` when the batch does not exist.
+    /// is capped at [`MAX_PAGE`]. `None` when the batch does not exist
+    /// within `scope`.
     pub async fn batch_jobs(
         &self,
         id: Uuid,
+        scope: Scope,
         after: Option<Uuid>,
         limit: u32,
     ) -> Result<Option<Vec<JobView>>, StoreError> {
         let limit = limit.clamp(1, MAX_PAGE);
         read_again_if_dropped(move || async move {
-            dispatch!(self, q => q.batch_jobs(id, after, limit).await)
+            dispatch!(self, q => q.batch_jobs(id, scope, after, limit).await)
         })
         .await
     }
-    /// Cancels a job that has not finished; returns its state afterwards.
-    pub async fn cancel_job(&self, id: Uuid) -> Result<Option<JobState>, StoreError> {
-        dispatch!(self, q => q.cancel_job(id).await)
+    /// Cancels a job within `scope` that has not finished; returns its
+    /// state afterwards (`None`: no such job within `scope`).
+    pub async fn cancel_job(&self, id: Uuid, scope: Scope) -> Result<Option<JobState>, StoreError> {
+        dispatch!(self, q => q.cancel_job(id, scope).await)
     }
-    /// Cancels every unfinished job of a batch; returns how many were cancelled.
-    pub async fn cancel_batch(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
-        dispatch!(self, q => q.cancel_batch(id).await)
+    /// Cancels every unfinished job of a batch within `scope`; returns how
+    /// many were cancelled (`None`: no such batch within `scope`).
+    pub async fn cancel_batch(&self, id: Uuid, scope: Scope) -> Result<Option<u64>, StoreError> {
+        dispatch!(self, q => q.cancel_batch(id, scope).await)
     }
     /// Batches newest first, filtered as `query` says, at most
     /// `query.limit` (capped at [`MAX_BATCH_PAGE`]). Each view is read as
     /// [`Store::batch`] reads it, so a page costs what its batches' views do.
-    pub async fn batches(&self, query: BatchQuery) -> Result<Vec<BatchView>, StoreError> {
+    /// Only the batches within `scope` are listed.
+    pub async fn batches(
+        &self,
+        query: BatchQuery,
+        scope: Scope,
+    ) -> Result<Vec<BatchView>, StoreError> {
         let query = BatchQuery {
             limit: query.limit.clamp(1, MAX_BATCH_PAGE),
             ..query
         };
         let query = &query;
-        read_again_if_dropped(move || async move { dispatch!(self, q => q.batches(query).await) })
-            .await
+        read_again_if_dropped(
+            move || async move { dispatch!(self, q => q.batches(query, scope).await) },
+        )
+        .await
     }
     /// Workers heard from within [`LOST_LISTED`], each with its state
     /// (`lost` once its heartbeat is older than the lease), the tasks it

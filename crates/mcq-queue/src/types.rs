@@ -33,8 +33,12 @@ pub struct Submission {
     /// The jobs' specs, validated (defaults filled, seeds drawn); the
     /// queue stores them as they are.
     pub jobs: Vec<ValidSpec>,
-    /// Optional idempotency key.
+    /// Optional idempotency key, unique per tenant.
     pub idempotency: Option<IdempotencyKey>,
+    /// The tenant that owns the work ([`crate::DEFAULT_TENANT`] without keys).
+    pub tenant: crate::TenantId,
+    /// Within its tenant, higher priorities are claimed first (default 0).
+    pub priority: i16,
 }
 
 /// What a submission created (or, on an idempotent replay, had created).

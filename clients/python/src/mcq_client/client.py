@@ -288,6 +288,9 @@ class Client:
         content = None
         if body is not None:
             content = _encode(body)
+        if method == "POST":
+            # Also for an empty cancel: a server without keys refuses writes
+            # of other content types, as a form on another web site sends.
             all_headers["Content-Type"] = "application/json"
         # A long poll is allowed its wait on top of the usual timeout.
         timeout = httpx.Timeout(self.timeout, read=self.timeout + hold)

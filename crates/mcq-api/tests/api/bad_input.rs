@@ -262,7 +262,7 @@ fn cases() -> Vec<Case> {
         case(
             "batch unknown field",
             "/v1/batches",
-            r#"{"jobs": [{}], "priority": 1}"#,
+            r#"{"jobs": [{}], "urgency": 1}"#,
             400,
             MALFORMED,
         ),

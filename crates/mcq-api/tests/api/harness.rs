@@ -164,9 +164,16 @@ impl TestApp {
         self.send(request.body(Body::from(body)).unwrap()).await
     }
 
+    /// An empty POST declared as JSON, as clients send cancellations (a
+    /// server without keys refuses writes of other content types).
     pub(crate) async fn post_empty(&self, uri: &str) -> Answer {
-        self.send(Request::post(uri).body(Body::empty()).unwrap())
-            .await
+        self.send(
+            Request::post(uri)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
     }
 
     /// Rows in the jobs table, read behind the API's back.

@@ -104,6 +104,7 @@ fn small_batch(n: usize) -> BatchRequest {
     };
     BatchRequest {
         label: Some("long poll".into()),
+        priority: None,
         jobs: vec![spec; n],
     }
 }

@@ -11,6 +11,7 @@ mod long_poll;
 mod openapi;
 mod outage;
 mod overview;
+mod tenants;
 
 /// Declares `<name>_sqlite` and `<name>_postgres` tests running `case`.
 #[macro_export]

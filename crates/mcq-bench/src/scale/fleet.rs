@@ -164,6 +164,8 @@ async fn measure(
     let started = Instant::now();
     let submitted = control
         .submit(Submission {
+            tenant: mcq_queue::DEFAULT_TENANT,
+            priority: 0,
             as_batch: true,
             label: Some(format!("bench scale {workers}")),
             jobs,
@@ -177,7 +179,7 @@ async fn measure(
     let limit = Duration::from_secs_f64(ideal_ms / 1e3 * 20.0 + 120.0);
     let view = loop {
         let view = control
-            .batch(batch)
+            .batch(batch, mcq_queue::Scope::All)
             .await
             .context("reading the batch")?
             .context("the batch vanished")?;

@@ -178,6 +178,7 @@ impl Service {
             // Built before the clock starts: copying the specs is not the service's time.
             let request = BatchRequest {
                 label: Some(label.to_owned()),
+                priority: None,
                 jobs: specs.to_vec(),
             };
             let origin = Utc::now();

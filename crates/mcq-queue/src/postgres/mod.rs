@@ -3,6 +3,7 @@
 //! function per operation. Times come from the server's `now()`, so
 //! workers on machines with skewed clocks agree on leases.
 
+mod access;
 mod complete;
 mod functions;
 mod listen;

@@ -8,6 +8,7 @@ use sqlx::postgres::PgRow;
 
 use super::PgQueue;
 use super::read::{BATCH_SELECT, batch_view, ms_between};
+use crate::access::Scope;
 use crate::plan;
 use crate::store::{LOST_LISTED, StoreError};
 use crate::types::{BatchQuery, BatchView, QueueView, TaskDepth, WorkerCounts, WorkerView};
@@ -49,11 +50,16 @@ impl PgQueue {
     /// key walked backwards gives the order and the cursor). The view of
     /// each is computed only as the walk reaches it, and the walk stops at
     /// `limit` batches that pass the filters.
-    pub(crate) async fn batches(&self, query: &BatchQuery) -> Result<Vec<BatchView>, StoreError> {
+    pub(crate) async fn batches(
+        &self,
+        query: &BatchQuery,
+        scope: Scope,
+    ) -> Result<Vec<BatchView>, StoreError> {
         let sql = format!(
             "SELECT * FROM ({BATCH_SELECT}
                  WHERE ($1::uuid IS NULL OR b.id < $1)
                    AND ($2::text IS NULL OR strpos(b.label, $2) > 0)
+                   AND ($5::int IS NULL OR b.tenant_id = $5)
                  ORDER BY b.id DESC) page
              WHERE $3::bool IS NULL OR (page.queued = 0 AND page.running = 0) = $3
              LIMIT $4"
@@ -63,6 +69,7 @@ impl PgQueue {
             .bind(query.label.as_deref())
             .bind(query.done)
             .bind(i64::from(query.limit))
+            .bind(scope.tenant())
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(batch_view).collect()

@@ -8,6 +8,7 @@ use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
 use super::PgQueue;
+use crate::access::Scope;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts};
@@ -49,26 +50,35 @@ FROM batches b, LATERAL (
 
 impl PgQueue {
     /// One job and its result.
-    pub(crate) async fn job(&self, id: Uuid) -> Result<Option<JobView>, StoreError> {
+    pub(crate) async fn job(&self, id: Uuid, scope: Scope) -> Result<Option<JobView>, StoreError> {
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id WHERE j.id = $1
+            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+             WHERE j.id = $1 AND ($2::int IS NULL OR j.tenant_id = $2)
              UNION ALL
              SELECT {STAGED_COLUMNS} FROM {STAGED_FROM}
              WHERE st.min_id <= $1 AND st.max_id >= $1 AND u.id = $1 AND u.o > st.next
+               AND ($2::int IS NULL OR st.tenant_id = $2)
              LIMIT 1"
         );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
+            .bind(scope.tenant())
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(job_view).transpose()
     }
 
     /// Counts, statistics and timings of a batch.
-    pub(crate) async fn batch(&self, id: Uuid) -> Result<Option<BatchView>, StoreError> {
-        let sql = format!("{BATCH_SELECT} WHERE b.id = $1");
+    pub(crate) async fn batch(
+        &self,
+        id: Uuid,
+        scope: Scope,
+    ) -> Result<Option<BatchView>, StoreError> {
+        let sql =
+            format!("{BATCH_SELECT} WHERE b.id = $1 AND ($2::int IS NULL OR b.tenant_id = $2)");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
+            .bind(scope.tenant())
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(batch_view).transpose()
@@ -78,9 +88,12 @@ impl PgQueue {
     pub(crate) async fn batch_jobs(
         &self,
         id: Uuid,
+        scope: Scope,
         after: Option<Uuid>,
         limit: u32,
     ) -> Result<Option<Vec<JobView>>, StoreError> {
+        // Every job of a batch has the batch's tenant, so filtering the jobs
+        // by tenant hides another tenant's batch whole.
         // Materialised and staged jobs after the cursor's position. A
         // batch's positions are 0, 1, … with no gaps, so the page lies
         // within `limit` positions of the cursor: only the staged rows that
@@ -96,9 +109,11 @@ impl PgQueue {
              SELECT * FROM (
                  SELECT {JOB_COLUMNS}, j.position FROM jobs j LEFT JOIN results r ON r.job_id = j.id
                  WHERE j.batch_id = $1 AND j.position > (SELECT after FROM cursor)
+                   AND ($4::int IS NULL OR j.tenant_id = $4)
                  UNION ALL
                  SELECT {STAGED_COLUMNS}, st.first + u.o::integer - 1 FROM {STAGED_FROM}
                  WHERE st.batch_id = $1 AND u.o > st.next
+                   AND ($4::int IS NULL OR st.tenant_id = $4)
                    AND st.first + cardinality(st.ids) - 1 > (SELECT after FROM cursor)
                    AND st.first <= (SELECT after FROM cursor) + $3
                    AND st.first + u.o::integer - 1 > (SELECT after FROM cursor)
@@ -108,14 +123,18 @@ impl PgQueue {
             .bind(id)
             .bind(after)
             .bind(i64::from(limit))
+            .bind(scope.tenant())
             .fetch_all(&self.pool)
             .await?;
         if rows.is_empty() {
-            let exists: bool =
-                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM batches WHERE id = $1)")
-                    .bind(id)
-                    .fetch_one(&self.pool)
-                    .await?;
+            let exists: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM batches
+                                WHERE id = $1 AND ($2::int IS NULL OR tenant_id = $2))",
+            )
+            .bind(id)
+            .bind(scope.tenant())
+            .fetch_one(&self.pool)
+            .await?;
             if !exists {
                 return Ok(None);
             }

@@ -13,6 +13,7 @@ use sqlx::Row as _;
 use uuid::Uuid;
 
 use super::{CHANNEL, PgQueue};
+use crate::access::TenantId;
 use crate::plan::{self, Plan};
 use crate::store::StoreError;
 use crate::types::{IdempotencyKey, Submission, Submitted};
@@ -30,21 +31,26 @@ use crate::types::{IdempotencyKey, Submission, Submitted};
 /// id, `$4` the job ids kept with the key (unbatched submissions only: a
 /// batch's ids are read back from its jobs), `$5` label, `$6` job count,
 /// `$7` job ids and `$8` specs in submission order, `$9`–`$12` the rows'
-/// own, `$13` the wake-up channel.
+/// own, `$13` the wake-up channel; the tenant is the statement's last
+/// parameter (`$14`, or `$15` for staged rows).
 macro_rules! submit_statement {
-    ($rows:literal) => {
+    ($tenant:literal, $rows:literal) => {
         concat!(
             "
 WITH key AS (
-    INSERT INTO idempotency_keys (key, fingerprint, batch_id, job_ids)
-    SELECT $1, $2, $3, $4 WHERE $1::text IS NOT NULL
-    ON CONFLICT (key) DO NOTHING
+    INSERT INTO idempotency_keys (tenant_id, key, fingerprint, batch_id, job_ids)
+    SELECT ",
+            $tenant,
+            ", $1, $2, $3, $4 WHERE $1::text IS NOT NULL
+    ON CONFLICT (tenant_id, key) DO NOTHING
     RETURNING 1
 ), go AS (
     SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM key) AS ok
 ), batch AS (
-    INSERT INTO batches (id, label, total)
-    SELECT $3, $5, $6 FROM go WHERE go.ok AND $3::uuid IS NOT NULL
+    INSERT INTO batches (id, label, total, tenant_id)
+    SELECT $3, $5, $6, ",
+            $tenant,
+            " FROM go WHERE go.ok AND $3::uuid IS NOT NULL
 ), ",
             $rows,
             ", wake AS (
@@ -57,16 +63,17 @@ SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go"
 }
 
 /// Every job and task written out: `$9` tasks per job, `$10`–`$12` the
-/// tasks' job ids and chunk ranges.
+/// tasks' job ids and chunk ranges, `$14` the tenant, `$15` the priority.
 const SUBMIT: &str = submit_statement!(
+    "$14::int",
     "job_rows AS (
-    INSERT INTO jobs (id, batch_id, position, spec, task_count)
-    SELECT j.id, $3, (j.ord - 1)::int, j.spec::json, j.task_count
+    INSERT INTO jobs (id, batch_id, position, spec, task_count, tenant_id)
+    SELECT j.id, $3, (j.ord - 1)::int, j.spec::json, j.task_count, $14
     FROM unnest($7::uuid[], $8::text[], $9::int[]) WITH ORDINALITY AS j(id, spec, task_count, ord)
     WHERE (SELECT ok FROM go)
 ), task_rows AS (
-    INSERT INTO tasks (job_id, chunk_start, chunk_end)
-    SELECT * FROM unnest($10::uuid[], $11::int8[], $12::int8[])
+    INSERT INTO tasks (job_id, chunk_start, chunk_end, tenant_id, priority)
+    SELECT t.*, $14, $15 FROM unnest($10::uuid[], $11::int8[], $12::int8[]) AS t
     WHERE (SELECT ok FROM go)
 )"
 );
@@ -77,12 +84,15 @@ const STAGED_ROW: usize = 5000;
 /// A large batch of single-task jobs as rows of `$14` ([`STAGED_ROW`])
 /// jobs, which claims turn into running jobs and tasks:
 /// `$9`, `$10` the jobs' chunk ranges, `$11`, `$12` the least and greatest
-/// id of each staged row.
+/// id of each staged row, `$15` the tenant, `$16` the priority.
 const SUBMIT_STAGED: &str = submit_statement!(
+    "$15::int",
     "staged_rows AS (
-    INSERT INTO staged (batch_id, first, ids, specs, chunk_starts, chunk_ends, min_id, max_id)
+    INSERT INTO staged (batch_id, first, ids, specs, chunk_starts, chunk_ends, min_id, max_id,
+                        tenant_id, priority)
     SELECT $3, r.first, r.ids, $8[r.first + 1 : r.first + $14], $9[r.first + 1 : r.first + $14],
-           $10[r.first + 1 : r.first + $14], $11[r.first / $14 + 1], $12[r.first / $14 + 1]
+           $10[r.first + 1 : r.first + $14], $11[r.first / $14 + 1], $12[r.first / $14 + 1], $15,
+           $16
     FROM (SELECT f AS first, $7[f + 1 : f + $14] AS ids
           FROM generate_series(0, cardinality($7::uuid[]) - 1, $14) AS f) r
     WHERE (SELECT ok FROM go)
@@ -131,6 +141,8 @@ impl PgQueue {
                 .bind(per_row(|c| c.iter().max().copied()))
                 .bind(CHANNEL)
                 .bind(i32::try_from(STAGED_ROW).expect("a staged row holds a few thousand jobs"))
+                .bind(submission.tenant)
+                .bind(submission.priority)
         } else {
             query
                 .bind(
@@ -147,13 +159,15 @@ impl PgQueue {
                 .bind(tasks.starts)
                 .bind(tasks.ends)
                 .bind(CHANNEL)
+                .bind(submission.tenant)
+                .bind(submission.priority)
         };
         let row = query.fetch_one(&self.pool).await?;
         if !row.try_get::<bool, _>("ok")? {
             let key = key.ok_or_else(|| {
                 StoreError::Corrupt("a submission without a key was refused".into())
             })?;
-            return self.replay(key).await;
+            return self.replay(submission.tenant, key).await;
         }
         Ok(Submitted {
             batch_id: plan.batch_id,
@@ -164,10 +178,16 @@ impl PgQueue {
 
     /// What an earlier submission with this key created, or a conflict when
     /// the key came with a different request.
-    async fn replay(&self, key: &IdempotencyKey) -> Result<Submitted, StoreError> {
+    async fn replay(
+        &self,
+        tenant: TenantId,
+        key: &IdempotencyKey,
+    ) -> Result<Submitted, StoreError> {
         let row = sqlx::query(
-            "SELECT fingerprint, batch_id, job_ids FROM idempotency_keys WHERE key = $1",
+            "SELECT fingerprint, batch_id, job_ids FROM idempotency_keys
+             WHERE tenant_id = $1 AND key = $2",
         )
+        .bind(tenant)
         .bind(&key.key)
         .fetch_optional(&self.pool)
         .await?;

@@ -6,6 +6,7 @@
 use uuid::Uuid;
 
 use super::PgQueue;
+use crate::access::Scope;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{JobState, WorkerInfo};
@@ -33,50 +34,73 @@ const PRUNE_CHUNK: i64 = 5000;
 impl PgQueue {
     /// Cancels an unfinished job: queued tasks leave the queue, running ones
     /// lose their lease (their worker learns it from its next heartbeat).
-    pub(crate) async fn cancel_job(&self, id: Uuid) -> Result<Option<JobState>, StoreError> {
+    /// A job outside `scope` is left alone and answered as unknown.
+    pub(crate) async fn cancel_job(
+        &self,
+        id: Uuid,
+        scope: Scope,
+    ) -> Result<Option<JobState>, StoreError> {
         let mut tx = self.pool.begin().await?;
         // A staged job is written out as a queued one first.
         sqlx::query(
             "SELECT mcq_unstage(st.batch_id, $1) FROM staged st
-             WHERE st.min_id <= $1 AND st.max_id >= $1 AND $1 = ANY(st.ids)",
+             WHERE st.min_id <= $1 AND st.max_id >= $1 AND $1 = ANY(st.ids)
+               AND ($2::int IS NULL OR st.tenant_id = $2)",
         )
         .bind(id)
+        .bind(scope.tenant())
         .execute(&mut *tx)
         .await?;
         sqlx::query(
             "UPDATE tasks SET state = 'cancelled', finished_at = now()
              WHERE id = ANY(ARRAY(
-                 SELECT id FROM tasks WHERE job_id = $1 AND state IN ('queued', 'running')
+                 SELECT id FROM tasks
+                 WHERE job_id = $1 AND state IN ('queued', 'running')
+                   AND ($2::int IS NULL OR tenant_id = $2)
                  ORDER BY id FOR UPDATE))",
         )
         .bind(id)
+        .bind(scope.tenant())
         .execute(&mut *tx)
         .await?;
         let key: Option<Uuid> = sqlx::query_scalar(
             "UPDATE jobs SET state = 'cancelled', finished_at = now()
              WHERE id = $1 AND state IN ('queued', 'running')
+               AND ($2::int IS NULL OR tenant_id = $2)
              RETURNING coalesce(batch_id, id)",
         )
         .bind(id)
+        .bind(scope.tenant())
         .fetch_optional(&mut *tx)
         .await?;
         super::tasks::announce(&mut tx, &super::tasks::count_keys(key)).await?;
-        let state: Option<String> = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let state: Option<String> = sqlx::query_scalar(
+            "SELECT state FROM jobs WHERE id = $1 AND ($2::int IS NULL OR tenant_id = $2)",
+        )
+        .bind(id)
+        .bind(scope.tenant())
+        .fetch_optional(&mut *tx)
+        .await?;
         tx.commit().await?;
         state.as_deref().map(plan::parse_state).transpose()
     }
 
     /// Cancels every unfinished job of a batch; `None` for an unknown batch.
-    pub(crate) async fn cancel_batch(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
+    /// A batch outside `scope` is left alone and answered as unknown.
+    pub(crate) async fn cancel_batch(
+        &self,
+        id: Uuid,
+        scope: Scope,
+    ) -> Result<Option<u64>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let exists: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM batches WHERE id = $1)")
-                .bind(id)
-                .fetch_one(&mut *tx)
-                .await?;
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM batches
+                            WHERE id = $1 AND ($2::int IS NULL OR tenant_id = $2))",
+        )
+        .bind(id)
+        .bind(scope.tenant())
+        .fetch_one(&mut *tx)
+        .await?;
         if !exists {
             return Ok(None);
         }

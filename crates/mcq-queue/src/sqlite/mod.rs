@@ -8,6 +8,7 @@
 //! processes on the same file are serialised by SQLite's lock and the busy
 //! timeout.
 
+mod access;
 mod complete;
 mod overview;
 mod read;
@@ -17,6 +18,7 @@ mod tidy;
 
 use std::str::FromStr as _;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
@@ -46,6 +48,8 @@ pub(crate) struct SqliteQueue {
     announcer: Announcer,
     /// Idle workers of this process.
     idle: IdleAnnouncer,
+    /// Turns the order in which claims serve tenants (fair share).
+    turn: Arc<AtomicU64>,
 }
 
 impl SqliteQueue {
@@ -85,6 +89,7 @@ impl SqliteQueue {
             work: WorkSignal::default(),
             announcer: Announcer::new(false),
             idle: IdleAnnouncer::default(),
+            turn: Arc::default(),
         })
     }
 

@@ -7,6 +7,7 @@ use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
 
 use super::{SqliteQueue, duration_us, now_us, time};
+use crate::access::Scope;
 use crate::plan;
 use crate::store::{LOST_LISTED, StoreError};
 use crate::types::{BatchQuery, BatchView, QueueView, TaskDepth, WorkerCounts, WorkerView};
@@ -18,7 +19,11 @@ impl SqliteQueue {
     /// Batches newest first (ids are time-ordered UUIDv7s, whose bytes
     /// compare in time order). Batch views are read one by one, in
     /// process, until `limit` pass the state filter.
-    pub(crate) async fn batches(&self, query: &BatchQuery) -> Result<Vec<BatchView>, StoreError> {
+    pub(crate) async fn batches(
+        &self,
+        query: &BatchQuery,
+        scope: Scope,
+    ) -> Result<Vec<BatchView>, StoreError> {
         let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
         let mut page = Vec::new();
         let mut after = query.after;
@@ -26,18 +31,20 @@ impl SqliteQueue {
             let ids: Vec<Uuid> = sqlx::query_scalar(
                 "SELECT id FROM batches
                  WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR instr(label, ?2) > 0)
+                   AND (?4 IS NULL OR tenant_id = ?4)
                  ORDER BY id DESC LIMIT ?3",
             )
             .bind(after)
             .bind(query.label.as_deref())
             .bind(i64::from(SCAN))
+            .bind(scope.tenant())
             .fetch_all(&self.reader)
             .await?;
             let scanned = ids.len();
             for id in ids {
                 after = Some(id);
                 // A batch pruned since the id was read is simply skipped.
-                let Some(view) = self.batch(id).await? else {
+                let Some(view) = self.batch(id, scope).await? else {
                     continue;
                 };
                 if query.done.is_none_or(|done| view.done == done) {

@@ -6,6 +6,7 @@ use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
 
 use super::{SqliteQueue, time};
+use crate::access::Scope;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts};
@@ -33,26 +34,33 @@ SELECT b.id, b.label, b.total, b.submitted_at,
 FROM batches b
 LEFT JOIN jobs j ON j.batch_id = b.id
 CROSS JOIN (SELECT avg(price) AS mean FROM jobs WHERE batch_id = ?1) m
-WHERE b.id = ?1
+WHERE b.id = ?1 AND (?2 IS NULL OR b.tenant_id = ?2)
 GROUP BY b.id";
 
 impl SqliteQueue {
     /// One job and its result.
-    pub(crate) async fn job(&self, id: Uuid) -> Result<Option<JobView>, StoreError> {
+    pub(crate) async fn job(&self, id: Uuid, scope: Scope) -> Result<Option<JobView>, StoreError> {
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id WHERE j.id = ?1"
+            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+             WHERE j.id = ?1 AND (?2 IS NULL OR j.tenant_id = ?2)"
         );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
+            .bind(scope.tenant())
             .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(job_view).transpose()
     }
 
     /// Counts, statistics and timings of a batch.
-    pub(crate) async fn batch(&self, id: Uuid) -> Result<Option<BatchView>, StoreError> {
+    pub(crate) async fn batch(
+        &self,
+        id: Uuid,
+        scope: Scope,
+    ) -> Result<Option<BatchView>, StoreError> {
         let Some(row) = sqlx::query(BATCH)
             .bind(id)
+            .bind(scope.tenant())
             .fetch_optional(&self.reader)
             .await?
         else {
@@ -114,12 +122,13 @@ impl SqliteQueue {
     pub(crate) async fn batch_jobs(
         &self,
         id: Uuid,
+        scope: Scope,
         after: Option<Uuid>,
         limit: u32,
     ) -> Result<Option<Vec<JobView>>, StoreError> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
-             WHERE j.batch_id = ?1
+             WHERE j.batch_id = ?1 AND (?4 IS NULL OR j.tenant_id = ?4)
                AND j.position > CASE WHEN ?2 IS NULL THEN -1
                    ELSE (SELECT position FROM jobs WHERE id = ?2 AND batch_id = ?1) END
              ORDER BY j.position LIMIT ?3"
@@ -128,14 +137,17 @@ impl SqliteQueue {
             .bind(id)
             .bind(after)
             .bind(i64::from(limit))
+            .bind(scope.tenant())
             .fetch_all(&self.reader)
             .await?;
         if rows.is_empty() {
-            let exists: bool =
-                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM batches WHERE id = ?1)")
-                    .bind(id)
-                    .fetch_one(&self.reader)
-                    .await?;
+            let exists: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM batches WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2))",
+            )
+            .bind(id)
+            .bind(scope.tenant())
+            .fetch_one(&self.reader)
+            .await?;
             if !exists {
                 return Ok(None);
             }

@@ -6,6 +6,7 @@ use sqlx::{Row as _, Sqlite, Transaction};
 use uuid::Uuid;
 
 use super::{SqliteQueue, now_us};
+use crate::access::TenantId;
 use crate::plan::{self, Plan};
 use crate::store::StoreError;
 use crate::types::{IdempotencyKey, Submission, Submitted};
@@ -17,25 +18,27 @@ impl SqliteQueue {
         let now = now_us();
         let mut tx = self.write().await?;
         if let Some(key) = &submission.idempotency
-            && !claim_key(&mut tx, key, &plan, now).await?
+            && !claim_key(&mut tx, submission.tenant, key, &plan, now).await?
         {
-            let replayed = replay(&mut tx, key).await;
+            let replayed = replay(&mut tx, submission.tenant, key).await;
             tx.rollback().await?;
             return replayed;
         }
         if let Some(batch_id) = plan.batch_id {
             sqlx::query(
-                "INSERT INTO batches (id, label, total, submitted_at) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO batches (id, label, total, submitted_at, tenant_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .bind(batch_id)
             .bind(submission.label.as_deref())
             .bind(plan.jobs.len() as i64)
             .bind(now)
+            .bind(submission.tenant)
             .execute(&mut *tx)
             .await?;
         }
-        insert_jobs(&mut tx, &plan, now).await?;
-        insert_tasks(&mut tx, &plan, now).await?;
+        insert_jobs(&mut tx, &plan, submission.tenant, now).await?;
+        insert_tasks(&mut tx, &plan, submission.tenant, submission.priority, now).await?;
         tx.commit().await?;
         self.wake();
         Ok(Submitted {
@@ -49,6 +52,7 @@ impl SqliteQueue {
 /// Records the key; false when it exists already.
 async fn claim_key(
     tx: &mut Transaction<'static, Sqlite>,
+    tenant: TenantId,
     key: &IdempotencyKey,
     plan: &Plan,
     now: i64,
@@ -61,14 +65,16 @@ async fn claim_key(
     let job_ids =
         serde_json::to_string(&job_ids).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let inserted = sqlx::query(
-        "INSERT INTO idempotency_keys (key, fingerprint, batch_id, job_ids, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (key) DO NOTHING",
+        "INSERT INTO idempotency_keys (key, fingerprint, batch_id, job_ids, created_at, tenant_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (tenant_id, key) DO NOTHING",
     )
     .bind(&key.key)
     .bind(&key.fingerprint)
     .bind(plan.batch_id)
     .bind(job_ids)
     .bind(now)
+    .bind(tenant)
     .execute(&mut **tx)
     .await?
     .rows_affected();
@@ -78,13 +84,16 @@ async fn claim_key(
 /// What the earlier submission with this key created, or a conflict.
 async fn replay(
     tx: &mut Transaction<'static, Sqlite>,
+    tenant: TenantId,
     key: &IdempotencyKey,
 ) -> Result<Submitted, StoreError> {
-    let row =
-        sqlx::query("SELECT fingerprint, batch_id, job_ids FROM idempotency_keys WHERE key = ?1")
-            .bind(&key.key)
-            .fetch_one(&mut **tx)
-            .await?;
+    let row = sqlx::query(
+        "SELECT fingerprint, batch_id, job_ids FROM idempotency_keys WHERE tenant_id = ?1 AND key = ?2",
+    )
+    .bind(tenant)
+    .bind(&key.key)
+    .fetch_one(&mut **tx)
+    .await?;
     let fingerprint: String = row.try_get("fingerprint")?;
     if fingerprint != key.fingerprint {
         return Err(StoreError::IdempotencyConflict);
@@ -114,6 +123,7 @@ async fn replay(
 async fn insert_jobs(
     tx: &mut Transaction<'static, Sqlite>,
     plan: &Plan,
+    tenant: TenantId,
     now: i64,
 ) -> Result<(), StoreError> {
     let rows: Vec<(String, &str, usize)> = plan
@@ -129,12 +139,13 @@ async fn insert_jobs(
         .collect();
     let rows = serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     sqlx::query(
-        "INSERT INTO jobs (id, batch_id, position, spec, task_count, submitted_at)
-         SELECT unhex(value ->> 0), ?2, key, value ->> 1, value ->> 2, ?3 FROM json_each(?1)",
+        "INSERT INTO jobs (id, batch_id, position, spec, task_count, submitted_at, tenant_id)
+         SELECT unhex(value ->> 0), ?2, key, value ->> 1, value ->> 2, ?3, ?4 FROM json_each(?1)",
     )
     .bind(rows)
     .bind(plan.batch_id)
     .bind(now)
+    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -144,6 +155,8 @@ async fn insert_jobs(
 async fn insert_tasks(
     tx: &mut Transaction<'static, Sqlite>,
     plan: &Plan,
+    tenant: TenantId,
+    priority: i16,
     now: i64,
 ) -> Result<(), StoreError> {
     let mut rows: Vec<(String, Option<u64>, Option<u64>)> = Vec::with_capacity(plan.task_count());
@@ -159,11 +172,13 @@ async fn insert_tasks(
     }
     let rows = serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     sqlx::query(
-        "INSERT INTO tasks (job_id, chunk_start, chunk_end, run_at)
-         SELECT unhex(value ->> 0), value ->> 1, value ->> 2, ?2 FROM json_each(?1)",
+        "INSERT INTO tasks (job_id, chunk_start, chunk_end, run_at, tenant_id, priority)
+         SELECT unhex(value ->> 0), value ->> 1, value ->> 2, ?2, ?3, ?4 FROM json_each(?1)",
     )
     .bind(rows)
     .bind(now)
+    .bind(tenant)
+    .bind(priority)
     .execute(&mut **tx)
     .await?;
     Ok(())

@@ -9,6 +9,7 @@
 //! embedded default.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
 
 use sqlx::{Row as _, Sqlite, Transaction};
 use uuid::Uuid;
@@ -18,13 +19,28 @@ use crate::plan;
 use crate::store::StoreError;
 use crate::types::{ClaimedTask, Heartbeat, Reaped, WorkerPulse};
 
-/// Due queued tasks in order (expired leases are requeued by `reap`).
+/// Tenants with queued tasks, by a skip scan of `tasks_queued` (one index
+/// probe per tenant).
+const WAITING_TENANTS: &str = "
+WITH RECURSIVE q(t) AS (
+    SELECT (SELECT tenant_id FROM tasks WHERE state = 'queued' ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT tenant_id FROM tasks WHERE state = 'queued' AND tenant_id > q.t
+            ORDER BY tenant_id LIMIT 1)
+    FROM q WHERE q.t IS NOT NULL
+)
+SELECT t FROM q WHERE t IS NOT NULL";
+
+/// Up to `?4` due queued tasks of tenant `?5`, by priority then in order
+/// (expired leases are requeued by `reap`).
 const CLAIM: &str = "
 UPDATE tasks
 SET state = 'running', attempt = attempt + 1, lease_token = randomblob(16),
     lease_expires_at = ?1 + ?2, worker_id = ?3
 WHERE id IN (
-    SELECT id FROM tasks WHERE state = 'queued' AND run_at <= ?1 ORDER BY run_at, id LIMIT ?4)
+    SELECT id FROM tasks
+    WHERE state = 'queued' AND tenant_id = ?5 AND run_at <= ?1
+    ORDER BY priority DESC, run_at, id LIMIT ?4)
 RETURNING id, job_id, lease_token, attempt, chunk_start, chunk_end";
 
 /// Rows per multi-row statement: at most four parameters a row keeps a
@@ -68,7 +84,10 @@ pub(super) fn values_table(first: usize, rows: usize, columns: &[&str]) -> Strin
 }
 
 impl SqliteQueue {
-    /// Claims up to `max` tasks in one transaction.
+    /// Claims up to `max` tasks in one transaction, shared between the
+    /// tenants with queued tasks as `mcq_claim` shares them on PostgreSQL:
+    /// an equal part each, starting one tenant further on every claim,
+    /// then what is left to those that filled their part.
     pub(crate) async fn claim(
         &self,
         worker: Uuid,
@@ -76,13 +95,48 @@ impl SqliteQueue {
     ) -> Result<Vec<ClaimedTask>, StoreError> {
         let now = now_us();
         let mut tx = self.write().await?;
-        let rows = sqlx::query(CLAIM)
-            .bind(now)
-            .bind(self.lease_us())
-            .bind(worker)
-            .bind(i64::from(max))
+        let waiting: Vec<i32> = sqlx::query_scalar(WAITING_TENANTS)
             .fetch_all(&mut *tx)
             .await?;
+        let n = waiting.len();
+        let turn = if n > 1 {
+            usize::try_from(self.turn.fetch_add(1, Ordering::Relaxed) % n as u64)
+                .expect("below the number of tenants")
+        } else {
+            0
+        };
+        let mut rows = Vec::new();
+        let mut left = u64::from(max);
+        let mut filled = Vec::new();
+        for pass in 0..2 {
+            for i in 0..n {
+                if left == 0 {
+                    break;
+                }
+                let tenant = waiting[(turn + i) % n];
+                let part = if pass == 0 {
+                    left.div_ceil((n - i) as u64)
+                } else if filled.contains(&tenant) {
+                    left
+                } else {
+                    continue;
+                };
+                let got = sqlx::query(CLAIM)
+                    .bind(now)
+                    .bind(self.lease_us())
+                    .bind(worker)
+                    .bind(i64::try_from(part).unwrap_or(i64::MAX))
+                    .bind(tenant)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let taken = got.len() as u64;
+                left = left.saturating_sub(taken);
+                if pass == 0 && taken == part {
+                    filled.push(tenant);
+                }
+                rows.extend(got);
+            }
+        }
         let mut per_job: BTreeMap<Uuid, i64> = BTreeMap::new();
         for row in &rows {
             *per_job.entry(row.try_get("job_id")?).or_default() += 1;

@@ -3,6 +3,7 @@
 use uuid::Uuid;
 
 use super::{SqliteQueue, duration_us, now_us};
+use crate::access::Scope;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{JobState, WorkerInfo};
@@ -13,24 +14,32 @@ const PRUNE_CHUNK: i64 = 2000;
 
 impl SqliteQueue {
     /// Cancels an unfinished job; running tasks are told by heartbeat.
-    pub(crate) async fn cancel_job(&self, id: Uuid) -> Result<Option<JobState>, StoreError> {
+    /// A job outside `scope` is left alone and answered as unknown.
+    pub(crate) async fn cancel_job(
+        &self,
+        id: Uuid,
+        scope: Scope,
+    ) -> Result<Option<JobState>, StoreError> {
         let now = now_us();
         let mut tx = self.write().await?;
         sqlx::query(
             "UPDATE tasks SET state = 'cancelled', finished_at = ?2
-             WHERE job_id = ?1 AND state IN ('queued', 'running')",
+             WHERE job_id = ?1 AND state IN ('queued', 'running')
+               AND (?3 IS NULL OR tenant_id = ?3)",
         )
         .bind(id)
         .bind(now)
+        .bind(scope.tenant())
         .execute(&mut *tx)
         .await?;
         let state: Option<String> = sqlx::query_scalar(
             "UPDATE jobs SET state = CASE WHEN state IN ('queued', 'running') THEN 'cancelled' ELSE state END,
                  finished_at = CASE WHEN state IN ('queued', 'running') THEN ?2 ELSE finished_at END
-             WHERE id = ?1 RETURNING state",
+             WHERE id = ?1 AND (?3 IS NULL OR tenant_id = ?3) RETURNING state",
         )
         .bind(id)
         .bind(now)
+        .bind(scope.tenant())
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -39,14 +48,21 @@ impl SqliteQueue {
     }
 
     /// Cancels every unfinished job of a batch; `None` for an unknown batch.
-    pub(crate) async fn cancel_batch(&self, id: Uuid) -> Result<Option<u64>, StoreError> {
+    /// A batch outside `scope` is left alone and answered as unknown.
+    pub(crate) async fn cancel_batch(
+        &self,
+        id: Uuid,
+        scope: Scope,
+    ) -> Result<Option<u64>, StoreError> {
         let now = now_us();
         let mut tx = self.write().await?;
-        let exists: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM batches WHERE id = ?1)")
-                .bind(id)
-                .fetch_one(&mut *tx)
-                .await?;
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM batches WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2))",
+        )
+        .bind(id)
+        .bind(scope.tenant())
+        .fetch_one(&mut *tx)
+        .await?;
         if !exists {
             return Ok(None);
         }

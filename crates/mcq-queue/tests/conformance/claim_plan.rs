@@ -39,13 +39,21 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
     let settings: Vec<String> = row
         .get::<Option<Vec<String>>, _>("proconfig")
         .unwrap_or_default();
-    let start = source.find("WITH fresh").expect("the claim statement");
+    // One tenant's part: the statement the claim runs for each tenant.
+    let start = source
+        .find("SELECT array_agg(f.id) INTO got")
+        .expect("the claim statement");
     let end = start + source[start..].find(';').expect("statement end");
     let statement = source[start..end]
-        .replace(" INTO due", "")
-        .replace("p_worker", "'00000000-0000-0000-0000-000000000001'::uuid")
-        .replace("p_max", "$1")
-        .replace("p_lease_secs", "30.0");
+        .replace(" INTO got", "")
+        .replace("t.tenant_id = tenant", "t.tenant_id = 0")
+        .replace("LIMIT part", "LIMIT $1");
+    // The tenants with work waiting: a skip scan.
+    let start = source
+        .find("WITH RECURSIVE q")
+        .expect("the tenants statement");
+    let end = start + source[start..].find(';').expect("statement end");
+    let tenants = source[start..end].replace(" INTO waiting", "");
 
     // PL/pgSQL plans the statement for the values of the first calls, then
     // may keep a generic plan that does not know the claim size: both kinds
@@ -73,28 +81,46 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
             .fetch_one(&mut *tx)
             .await
             .expect("explain the claim");
+        let explain = format!("EXPLAIN (FORMAT JSON) {tenants}");
+        let tenants_plan: Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+            .fetch_one(&mut *tx)
+            .await
+            .expect("explain the tenants' skip scan");
         tx.rollback().await.expect("rollback");
 
         // Disabled plan nodes cost 10^10 each; the claim's plan must not
         // cross the JIT thresholds because of that.
-        assert!(
-            plan[0].get("JIT").is_none(),
-            "{mode}: the claim would be JIT-compiled: {}",
-            plan[0]["JIT"]
-        );
-        let fresh = find_cte(&plan[0]["Plan"], "fresh").expect("the `fresh` CTE in the plan");
-        let nodes = node_types(fresh);
+        for plan in [&plan, &tenants_plan] {
+            assert!(
+                plan[0].get("JIT").is_none(),
+                "{mode}: the claim would be JIT-compiled: {}",
+                plan[0]["JIT"]
+            );
+        }
+        let nodes = node_types(&plan[0]["Plan"]);
         assert!(
             nodes
                 .iter()
                 .any(|n| n.0 == "Index Scan" && n.1 == "tasks_queued"),
-            "{mode}: the claim must walk tasks_queued in order; plan of `fresh`: {nodes:?}"
+            "{mode}: the claim must walk tasks_queued in order; plan: {nodes:?}"
         );
         assert!(
             !nodes
                 .iter()
                 .any(|n| n.0 == "Sort" || n.0 == "Seq Scan" || n.0.starts_with("Bitmap")),
-            "{mode}: the claim must not read the whole queue; plan of `fresh`: {nodes:?}"
+            "{mode}: the claim must not read the whole queue; plan: {nodes:?}"
+        );
+        let skip = node_types(&tenants_plan[0]["Plan"]);
+        assert!(
+            skip.iter().any(|n| n.1 == "tasks_queued")
+                && skip.iter().any(|n| n.1 == "staged_order"),
+            "{mode}: the tenants are found through the indexes; plan: {skip:?}"
+        );
+        assert!(
+            !skip
+                .iter()
+                .any(|n| n.0 == "Seq Scan" || n.0.starts_with("Bitmap")),
+            "{mode}: finding the tenants must not read the whole queue; plan: {skip:?}"
         );
     }
 }
@@ -265,18 +291,6 @@ async fn stale_statistics(db: &Db, tables: &[&str], more: u64) -> (Store, sqlx::
     .expect("analyze");
     submit(&store, batch(more)).await;
     (store, pool)
-}
-
-/// The sub-plan of CTE `name`.
-fn find_cte<'a>(node: &'a Value, name: &str) -> Option<&'a Value> {
-    if node["Subplan Name"].as_str() == Some(&format!("CTE {name}")) {
-        return Some(node);
-    }
-    node["Plans"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find_map(|child| find_cte(child, name))
 }
 
 /// (node type, index name) of a node and everything under it.

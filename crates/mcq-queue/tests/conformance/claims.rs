@@ -1,5 +1,6 @@
 //! Claiming: exclusivity under concurrency, what a claim sets, wake-ups.
 
+use mcq_queue::Scope;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -40,14 +41,18 @@ pub(crate) async fn concurrent_claimers_each_task_claimed_once(db: &Db) {
     }
     assert_eq!(total, 300, "every task claimed exactly once");
     let view = setup
-        .batch(submitted.batch_id.expect("batch"))
+        .batch(submitted.batch_id.expect("batch"), Scope::All)
         .await
         .expect("read")
         .expect("batch");
     assert_eq!(view.counts.succeeded, 300);
     assert!(view.done);
     for id in &submitted.job_ids {
-        let job = setup.job(*id).await.expect("read").expect("job");
+        let job = setup
+            .job(*id, Scope::All)
+            .await
+            .expect("read")
+            .expect("job");
         assert_eq!((job.state, job.attempts), (JobState::Succeeded, 1));
     }
 }
@@ -63,7 +68,11 @@ pub(crate) async fn claim_sets_running_token_attempt_and_start(db: &Db) {
     for task in &claimed {
         assert_eq!(task.attempt, 1);
         assert_eq!(task.chunks, Some(0..1));
-        let job = store.job(task.job_id).await.expect("read").expect("job");
+        let job = store
+            .job(task.job_id, Scope::All)
+            .await
+            .expect("read")
+            .expect("job");
         assert_eq!((job.state, job.attempts), (JobState::Running, 1));
         assert!(
             job.timings.started_at.is_some()

@@ -94,6 +94,8 @@ pub(crate) fn job(runs: u64, seed: u64) -> ValidSpec {
 /// A batch of `n` small jobs with seeds 1..=n.
 pub(crate) fn batch(n: u64) -> Submission {
     Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: true,
         label: Some("test".into()),
         jobs: (1..=n).map(|s| job(1000, s)).collect(),
@@ -104,6 +106,8 @@ pub(crate) fn batch(n: u64) -> Submission {
 /// One small job.
 pub(crate) fn single(seed: u64) -> Submission {
     Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: false,
         label: None,
         jobs: vec![job(1000, seed)],

@@ -1,5 +1,6 @@
 //! Submission, idempotency and the results of finished jobs.
 
+use mcq_queue::Scope;
 use std::sync::atomic::AtomicBool;
 
 use mcq_api_types::JobState;
@@ -15,7 +16,11 @@ pub(crate) async fn submit_creates_queued_jobs_and_tasks(db: &Db) {
     let batch_id = submitted.batch_id.expect("a batch id");
     assert_eq!(submitted.job_ids.len(), 5);
     for (i, id) in submitted.job_ids.iter().enumerate() {
-        let job = store.job(*id).await.expect("read").expect("job exists");
+        let job = store
+            .job(*id, Scope::All)
+            .await
+            .expect("read")
+            .expect("job exists");
         assert_eq!(job.state, JobState::Queued);
         assert_eq!(job.batch_id, Some(batch_id));
         assert_eq!(
@@ -28,7 +33,7 @@ pub(crate) async fn submit_creates_queued_jobs_and_tasks(db: &Db) {
         assert!(job.timings.started_at.is_none() && job.timings.queue_wait_ms.is_none());
     }
     let view = store
-        .batch(batch_id)
+        .batch(batch_id, Scope::All)
         .await
         .expect("read")
         .expect("batch exists");
@@ -36,14 +41,14 @@ pub(crate) async fn submit_creates_queued_jobs_and_tasks(db: &Db) {
     assert_eq!(view.label.as_deref(), Some("test"));
     assert!(
         store
-            .job(uuid::Uuid::new_v4())
+            .job(uuid::Uuid::new_v4(), Scope::All)
             .await
             .expect("read")
             .is_none()
     );
     assert!(
         store
-            .batch(uuid::Uuid::new_v4())
+            .batch(uuid::Uuid::new_v4(), Scope::All)
             .await
             .expect("read")
             .is_none()
@@ -59,6 +64,8 @@ pub(crate) async fn submit_creates_queued_jobs_and_tasks(db: &Db) {
 pub(crate) async fn empty_submission_is_refused(db: &Db) {
     let store = db.default_store().await;
     let empty = Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: true,
         label: None,
         jobs: Vec::new(),
@@ -117,7 +124,7 @@ pub(crate) async fn idempotent_batch_replays_in_order(db: &Db) {
         "replay lists the ids in submission order"
     );
     let view = store
-        .batch(a.batch_id.expect("batch"))
+        .batch(a.batch_id.expect("batch"), Scope::All)
         .await
         .expect("read")
         .expect("exists");
@@ -146,6 +153,8 @@ async fn split_job_once(db: &Db, job_spec: Spec) {
     };
     let store = db.store(config).await;
     let submission = Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: false,
         label: None,
         jobs: vec![job_spec.validate().expect("valid")],
@@ -167,7 +176,12 @@ async fn split_job_once(db: &Db, job_spec: Spec) {
     let done: Vec<_> = tasks.iter().map(compute).collect();
     assert!(store.complete(w1, done).await.expect("complete").is_empty());
     assert_eq!(
-        store.job(id).await.expect("read").expect("job").state,
+        store
+            .job(id, Scope::All)
+            .await
+            .expect("read")
+            .expect("job")
+            .state,
         JobState::Running
     );
     assert!(
@@ -178,7 +192,7 @@ async fn split_job_once(db: &Db, job_spec: Spec) {
             .is_empty()
     );
 
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Succeeded);
     let got = job.result.expect("result");
     let local = job_spec
@@ -212,6 +226,8 @@ pub(crate) async fn single_task_job_result_matches_kernel(db: &Db) {
     let store = db.default_store().await;
     let job_spec = spec(3 * CHUNK_PATHS, 7);
     let submission = Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: false,
         label: None,
         jobs: vec![job_spec.validate().expect("valid")],
@@ -221,7 +237,7 @@ pub(crate) async fn single_task_job_result_matches_kernel(db: &Db) {
     let w = worker(&store).await;
     let claimed = drain(&store, w).await;
     assert_eq!(claimed.len(), 1, "3 chunks fit one task of 16");
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Succeeded);
     assert!(job.timings.finished_at.is_some());
     let local = job_spec

@@ -1,5 +1,6 @@
 //! Leases: expiry and rescue, renewal by heartbeat, fencing, hand-back.
 
+use mcq_queue::Scope;
 use std::time::Duration;
 
 use mcq_api_types::JobState;
@@ -53,7 +54,7 @@ pub(crate) async fn expired_lease_is_requeued_and_claimed_again(db: &Db) {
             .expect("complete")
             .is_empty()
     );
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!((job.state, job.attempts), (JobState::Succeeded, 2));
 }
 
@@ -131,7 +132,12 @@ pub(crate) async fn late_completion_fail_and_release_are_refused(db: &Db) {
         .expect("release");
     assert_eq!(store.refused_count() - before, 3, "refusals are counted");
     assert_eq!(
-        store.job(id).await.expect("read").expect("job").state,
+        store
+            .job(id, Scope::All)
+            .await
+            .expect("read")
+            .expect("job")
+            .state,
         JobState::Running
     );
 
@@ -150,7 +156,7 @@ pub(crate) async fn late_completion_fail_and_release_are_refused(db: &Db) {
             .expect("complete"),
         vec![fresh.task_id]
     );
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Succeeded);
     assert!(job.result.is_some());
 }
@@ -169,7 +175,7 @@ pub(crate) async fn release_hands_back_without_spending_an_attempt(db: &Db) {
         .release(w, &[(task.task_id, task.lease_token)])
         .await
         .expect("release");
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(
         (job.state, job.attempts),
         (JobState::Queued, 0),
@@ -329,7 +335,7 @@ pub(crate) async fn lease_expiring_on_last_attempt_fails_the_job(db: &Db) {
         Reaped::default(),
         "reaped once"
     );
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Failed);
     let error = job.error.expect("an error");
     assert!(
@@ -357,7 +363,11 @@ pub(crate) async fn mixed_completion_records_only_live_leases(db: &Db) {
     let refused = store.complete(me, done).await.expect("complete");
     assert_eq!(refused, vec![claimed[0].task_id, claimed[2].task_id]);
     for (task, live) in claimed.iter().zip([false, true, false, true]) {
-        let job = store.job(task.job_id).await.expect("read").expect("job");
+        let job = store
+            .job(task.job_id, Scope::All)
+            .await
+            .expect("read")
+            .expect("job");
         if live {
             assert_eq!(job.state, JobState::Succeeded);
             assert!(job.result.is_some(), "a recorded job carries its result");
@@ -375,7 +385,7 @@ pub(crate) async fn mixed_completion_records_only_live_leases(db: &Db) {
     let rest = vec![compute(&claimed[0]), compute(&claimed[2])];
     assert!(store.complete(me, rest).await.expect("complete").is_empty());
     for id in ids {
-        let job = store.job(id).await.expect("read").expect("job");
+        let job = store.job(id, Scope::All).await.expect("read").expect("job");
         assert_eq!(job.state, JobState::Succeeded);
     }
     assert_eq!(done_by(&store, me).await, (4, 4));
@@ -416,7 +426,7 @@ pub(crate) async fn completion_sent_with_a_claim_is_fenced_and_recorded(db: &Db)
         assert_eq!(task.attempt, 1);
     }
     let recorded = store
-        .job(first[1].job_id)
+        .job(first[1].job_id, Scope::All)
         .await
         .expect("read")
         .expect("job");
@@ -431,7 +441,7 @@ pub(crate) async fn completion_sent_with_a_claim_is_fenced_and_recorded(db: &Db)
         "the computed price, bit for bit"
     );
     let refused = store
-        .job(first[0].job_id)
+        .job(first[0].job_id, Scope::All)
         .await
         .expect("read")
         .expect("job");
@@ -441,7 +451,11 @@ pub(crate) async fn completion_sent_with_a_claim_is_fenced_and_recorded(db: &Db)
         "a refused task changes nothing"
     );
     for task in &second {
-        let job = store.job(task.job_id).await.expect("read").expect("job");
+        let job = store
+            .job(task.job_id, Scope::All)
+            .await
+            .expect("read")
+            .expect("job");
         assert_eq!(job.state, JobState::Running, "claimed jobs start");
     }
 
@@ -464,7 +478,7 @@ pub(crate) async fn completion_sent_with_a_claim_is_fenced_and_recorded(db: &Db)
         "queue drained"
     );
     for id in ids {
-        let job = store.job(id).await.expect("read").expect("job");
+        let job = store.job(id, Scope::All).await.expect("read").expect("job");
         assert_eq!(job.state, JobState::Succeeded);
     }
     assert_eq!(done_by(&store, me).await, (5, 5));

@@ -1,5 +1,6 @@
 //! Failures and retries, cancellation, retention.
 
+use mcq_queue::Scope;
 use std::time::Duration;
 
 use mcq_api_types::JobState;
@@ -28,7 +29,7 @@ pub(crate) async fn failure_retries_after_backoff(db: &Db) {
             .await
             .expect("fail")
     );
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Queued, "a retry waits in the queue");
     assert!(
         store.claim(w, 1).await.expect("claim").is_empty(),
@@ -64,7 +65,7 @@ pub(crate) async fn failure_retries_after_backoff(db: &Db) {
             .expect("complete")
             .is_empty()
     );
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!((job.state, job.attempts), (JobState::Succeeded, 3));
 }
 
@@ -77,6 +78,8 @@ pub(crate) async fn last_attempt_fails_job_and_cancels_siblings(db: &Db) {
     };
     let store = db.store(config).await;
     let submission = Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: false,
         label: None,
         jobs: vec![job(2 * CHUNK_PATHS, 5)],
@@ -111,7 +114,7 @@ pub(crate) async fn last_attempt_fails_job_and_cancels_siblings(db: &Db) {
             .expect("fail")
     );
 
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Failed);
     assert_eq!(job.error.as_deref(), Some("kernel panicked: y"));
     assert!(job.result.is_none() && job.timings.finished_at.is_some());
@@ -136,7 +139,12 @@ pub(crate) async fn last_attempt_fails_job_and_cancels_siblings(db: &Db) {
         vec![sibling.task_id]
     );
     assert_eq!(
-        store.job(id).await.expect("read").expect("job").state,
+        store
+            .job(id, Scope::All)
+            .await
+            .expect("read")
+            .expect("job")
+            .state,
         JobState::Failed
     );
 }
@@ -145,18 +153,22 @@ pub(crate) async fn cancel_queued_job_leaves_queue(db: &Db) {
     let store = db.default_store().await;
     let ids = submit(&store, batch(2)).await.job_ids;
     assert_eq!(
-        store.cancel_job(ids[0]).await.expect("cancel"),
+        store.cancel_job(ids[0], Scope::All).await.expect("cancel"),
         Some(JobState::Cancelled)
     );
     let w = worker(&store).await;
     let claimed = store.claim(w, 10).await.expect("claim");
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].job_id, ids[1]);
-    let job = store.job(ids[0]).await.expect("read").expect("job");
+    let job = store
+        .job(ids[0], Scope::All)
+        .await
+        .expect("read")
+        .expect("job");
     assert!(job.timings.finished_at.is_some());
     assert_eq!(
         store
-            .cancel_job(uuid::Uuid::new_v4())
+            .cancel_job(uuid::Uuid::new_v4(), Scope::All)
             .await
             .expect("cancel"),
         None
@@ -182,7 +194,7 @@ pub(crate) async fn cancel_running_job_is_reported_by_heartbeat(db: &Db) {
             .is_clear()
     );
     assert_eq!(
-        store.cancel_job(id).await.expect("cancel"),
+        store.cancel_job(id, Scope::All).await.expect("cancel"),
         Some(JobState::Cancelled)
     );
     assert_eq!(
@@ -207,7 +219,7 @@ pub(crate) async fn cancel_running_job_is_reported_by_heartbeat(db: &Db) {
             .expect("complete"),
         vec![task.task_id]
     );
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Cancelled);
     assert!(job.result.is_none());
 }
@@ -218,10 +230,10 @@ pub(crate) async fn cancel_finished_job_changes_nothing(db: &Db) {
     let w = worker(&store).await;
     drain(&store, w).await;
     assert_eq!(
-        store.cancel_job(id).await.expect("cancel"),
+        store.cancel_job(id, Scope::All).await.expect("cancel"),
         Some(JobState::Succeeded)
     );
-    let job = store.job(id).await.expect("read").expect("job");
+    let job = store.job(id, Scope::All).await.expect("read").expect("job");
     assert_eq!(job.state, JobState::Succeeded);
     assert!(job.result.is_some());
 }
@@ -241,8 +253,18 @@ pub(crate) async fn cancel_batch_counts_unfinished_jobs(db: &Db) {
             .is_empty()
     );
     // One succeeded, one running, three queued: four are cancelled.
-    assert_eq!(store.cancel_batch(batch_id).await.expect("cancel"), Some(4));
-    let view = store.batch(batch_id).await.expect("read").expect("batch");
+    assert_eq!(
+        store
+            .cancel_batch(batch_id, Scope::All)
+            .await
+            .expect("cancel"),
+        Some(4)
+    );
+    let view = store
+        .batch(batch_id, Scope::All)
+        .await
+        .expect("read")
+        .expect("batch");
     assert_eq!(
         (view.counts.succeeded, view.counts.cancelled, view.done),
         (1, 4, true)
@@ -257,10 +279,16 @@ pub(crate) async fn cancel_batch_counts_unfinished_jobs(db: &Db) {
         "the running task is told; the completed one is not held"
     );
     assert!(store.claim(w, 10).await.expect("claim").is_empty());
-    assert_eq!(store.cancel_batch(batch_id).await.expect("cancel"), Some(0));
     assert_eq!(
         store
-            .cancel_batch(uuid::Uuid::new_v4())
+            .cancel_batch(batch_id, Scope::All)
+            .await
+            .expect("cancel"),
+        Some(0)
+    );
+    assert_eq!(
+        store
+            .cancel_batch(uuid::Uuid::new_v4(), Scope::All)
             .await
             .expect("cancel"),
         None
@@ -288,19 +316,25 @@ pub(crate) async fn retention_prunes_only_old_finished_work(db: &Db) {
     assert_eq!(store.prune().await.expect("prune"), 4);
     assert!(
         store
-            .batch(old_batch.batch_id.expect("batch"))
+            .batch(old_batch.batch_id.expect("batch"), Scope::All)
             .await
             .expect("read")
             .is_none()
     );
     assert!(
         store
-            .job(old_batch.job_ids[0])
+            .job(old_batch.job_ids[0], Scope::All)
             .await
             .expect("read")
             .is_none()
     );
-    assert!(store.job(old_single).await.expect("read").is_none());
+    assert!(
+        store
+            .job(old_single, Scope::All)
+            .await
+            .expect("read")
+            .is_none()
+    );
     assert_eq!(
         orphans(db).await,
         0,
@@ -309,12 +343,12 @@ pub(crate) async fn retention_prunes_only_old_finished_work(db: &Db) {
     // The second batch finished just now (drained after the sleep).
     assert!(
         store
-            .batch(unfinished.batch_id.expect("batch"))
+            .batch(unfinished.batch_id.expect("batch"), Scope::All)
             .await
             .expect("read")
             .is_some()
     );
-    assert!(store.job(recent).await.expect("read").is_some());
+    assert!(store.job(recent, Scope::All).await.expect("read").is_some());
     assert_eq!(
         store.prune().await.expect("prune"),
         0,

@@ -16,6 +16,7 @@ mod reads;
 mod restart;
 mod schema;
 mod staged;
+mod tenants;
 
 /// Instantiates each listed test for both backends.
 macro_rules! conformance {
@@ -53,6 +54,12 @@ macro_rules! conformance {
 }
 
 conformance! {
+    tenants::reads_and_cancels_stay_within_their_tenant,
+    tenants::idempotency_keys_are_unique_per_tenant,
+    tenants::keys_and_limits_are_stored,
+    tenants::a_flood_does_not_delay_another_tenants_job,
+    tenants::claims_share_equally_between_waiting_tenants,
+    tenants::priority_orders_a_tenants_batches,
     jobs::submit_creates_queued_jobs_and_tasks,
     jobs::empty_submission_is_refused,
     jobs::idempotent_submit_replays_and_conflicts,

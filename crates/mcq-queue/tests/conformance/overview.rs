@@ -33,7 +33,10 @@ pub(crate) async fn batches_are_listed_newest_first_filtered_and_paged(db: &Db) 
     submit(&store, single(99)).await;
     let newest_first: Vec<_> = ids.iter().rev().copied().collect();
 
-    let all = store.batches(query(100)).await.expect("list");
+    let all = store
+        .batches(query(100), mcq_queue::Scope::All)
+        .await
+        .expect("list");
     assert_eq!(all.iter().map(|b| b.id).collect::<Vec<_>>(), newest_first);
     assert_eq!(all[0].label.as_deref(), Some("alpha three"));
     assert_eq!(all[0].total, 2);
@@ -43,7 +46,7 @@ pub(crate) async fn batches_are_listed_newest_first_filtered_and_paged(db: &Db) 
     let mut after = None;
     loop {
         let page = store
-            .batches(BatchQuery { after, ..query(2) })
+            .batches(BatchQuery { after, ..query(2) }, mcq_queue::Scope::All)
             .await
             .expect("page");
         assert!(page.len() <= 2);
@@ -54,10 +57,13 @@ pub(crate) async fn batches_are_listed_newest_first_filtered_and_paged(db: &Db) 
     assert_eq!(paged, newest_first);
 
     let alphas = store
-        .batches(BatchQuery {
-            label: Some("alpha".into()),
-            ..query(100)
-        })
+        .batches(
+            BatchQuery {
+                label: Some("alpha".into()),
+                ..query(100)
+            },
+            mcq_queue::Scope::All,
+        )
         .await
         .expect("by label");
     assert_eq!(
@@ -66,10 +72,13 @@ pub(crate) async fn batches_are_listed_newest_first_filtered_and_paged(db: &Db) 
     );
     assert!(
         store
-            .batches(BatchQuery {
-                label: Some("Alpha".into()),
-                ..query(100)
-            })
+            .batches(
+                BatchQuery {
+                    label: Some("Alpha".into()),
+                    ..query(100)
+                },
+                mcq_queue::Scope::All
+            )
             .await
             .expect("by label")
             .is_empty(),
@@ -80,7 +89,7 @@ pub(crate) async fn batches_are_listed_newest_first_filtered_and_paged(db: &Db) 
     // claims come from the first): claim everything, complete only its jobs.
     let w = worker(&store).await;
     let beta_jobs = store
-        .batch_jobs(ids[1], None, 10)
+        .batch_jobs(ids[1], mcq_queue::Scope::All, None, 10)
         .await
         .expect("jobs")
         .expect("batch");
@@ -101,19 +110,25 @@ pub(crate) async fn batches_are_listed_newest_first_filtered_and_paged(db: &Db) 
     assert_eq!(beta.len(), 2);
     assert!(store.complete(w, beta).await.expect("complete").is_empty());
     let done = store
-        .batches(BatchQuery {
-            done: Some(true),
-            ..query(100)
-        })
+        .batches(
+            BatchQuery {
+                done: Some(true),
+                ..query(100)
+            },
+            mcq_queue::Scope::All,
+        )
         .await
         .expect("done");
     assert_eq!(done.iter().map(|b| b.id).collect::<Vec<_>>(), [ids[1]]);
     assert!(done[0].done && done[0].counts.succeeded == 2);
     let active = store
-        .batches(BatchQuery {
-            done: Some(false),
-            ..query(2)
-        })
+        .batches(
+            BatchQuery {
+                done: Some(false),
+                ..query(2)
+            },
+            mcq_queue::Scope::All,
+        )
         .await
         .expect("active");
     assert_eq!(
@@ -121,11 +136,14 @@ pub(crate) async fn batches_are_listed_newest_first_filtered_and_paged(db: &Db) 
         [ids[4], ids[3]]
     );
     let older_active = store
-        .batches(BatchQuery {
-            done: Some(false),
-            after: Some(ids[3]),
-            ..query(100)
-        })
+        .batches(
+            BatchQuery {
+                done: Some(false),
+                after: Some(ids[3]),
+                ..query(100)
+            },
+            mcq_queue::Scope::All,
+        )
         .await
         .expect("active, older");
     assert_eq!(
@@ -194,7 +212,7 @@ pub(crate) async fn queue_depth_counts_unfinished_tasks_by_state(db: &Db) {
     // The oldest due task is still one of the batch's, never a later one.
     assert!(view.oldest_queued_at.expect("waiting") >= oldest);
     store
-        .cancel_batch(submitted.batch_id.unwrap())
+        .cancel_batch(submitted.batch_id.unwrap(), mcq_queue::Scope::All)
         .await
         .expect("cancel");
     let view = store.queue().await.expect("queue");

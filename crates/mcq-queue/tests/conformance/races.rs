@@ -4,6 +4,7 @@
 //! deadlock (PostgreSQL aborts one transaction of a cycle after
 //! `deadlock_timeout`).
 
+use mcq_queue::Scope;
 use std::time::Duration;
 
 use mcq_api_types::JobState;
@@ -20,6 +21,8 @@ const JOBS: u64 = 150;
 /// one completion carries partials and results of several jobs.
 fn mixed_batch(round: u64) -> Submission {
     Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: true,
         label: Some("race".into()),
         jobs: (0..JOBS)
@@ -121,16 +124,20 @@ pub(crate) async fn cancels_race_completions_without_errors(db: &Db) {
         // Single jobs from the end of the batch, then the batch itself.
         for &job in submitted.job_ids.iter().rev().step_by(5) {
             let s = store.clone();
-            racing.spawn(async move { s.cancel_job(job).await.map(drop) });
+            racing.spawn(async move { s.cancel_job(job, Scope::All).await.map(drop) });
         }
         let s = store.clone();
-        racing.spawn(async move { s.cancel_batch(batch).await.map(drop) });
+        racing.spawn(async move { s.cancel_batch(batch, Scope::All).await.map(drop) });
         while let Some(outcome) = racing.join_next().await {
             outcome
                 .expect("no panic")
                 .unwrap_or_else(|e| panic!("round {round}: racing calls must not fail: {e}"));
         }
-        let view = store.batch(batch).await.expect("read").expect("batch");
+        let view = store
+            .batch(batch, Scope::All)
+            .await
+            .expect("read")
+            .expect("batch");
         assert_eq!(
             view.counts.succeeded + view.counts.cancelled,
             JOBS,
@@ -155,6 +162,8 @@ async fn a_cancel_and_a_completion_waiting_for_the_same_task_both_finish() {
     let me = worker(&store).await;
     // Job 0 is split (tasks with the lowest ids), job 1 is one task.
     let submission = Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         jobs: vec![job(3 * CHUNK_PATHS, 1), job(1000, 2)],
         ..mixed_batch(0)
     };
@@ -183,7 +192,7 @@ async fn a_cancel_and_a_completion_waiting_for_the_same_task_both_finish() {
     let watcher = sqlx::PgPool::connect(&db.url()).await.expect("connect");
 
     let canceller = store.clone();
-    let cancel = tokio::spawn(async move { canceller.cancel_batch(batch).await });
+    let cancel = tokio::spawn(async move { canceller.cancel_batch(batch, Scope::All).await });
     waiting_for_locks(&watcher, 1).await;
     let completer = store.clone();
     let complete = tokio::spawn(async move { completer.complete(me, done).await });
@@ -196,7 +205,7 @@ async fn a_cancel_and_a_completion_waiting_for_the_same_task_both_finish() {
     let refused = completed.expect("the completion must not deadlock");
     assert_eq!(refused.len(), 2, "the cancel went first: {refused:?}");
     for id in [split.job_id, whole.job_id] {
-        let job = store.job(id).await.expect("read").expect("job");
+        let job = store.job(id, Scope::All).await.expect("read").expect("job");
         assert_eq!(job.state, JobState::Cancelled);
     }
 }

@@ -2,6 +2,7 @@
 
 use mcq_api_types::JobState;
 use mcq_kernel::{Method, OptionKind, PriceResult, VarianceReduction};
+use mcq_queue::Scope;
 use mcq_queue::{TaskDone, TaskOutput};
 
 use crate::harness::{Db, batch, compute, submit, worker};
@@ -56,9 +57,16 @@ pub(crate) async fn batch_aggregates_equal_recomputation(db: &Db) {
                 .expect("fail")
         );
     }
-    store.cancel_job(tasks[34].job_id).await.expect("cancel");
+    store
+        .cancel_job(tasks[34].job_id, Scope::All)
+        .await
+        .expect("cancel");
 
-    let view = store.batch(batch_id).await.expect("read").expect("batch");
+    let view = store
+        .batch(batch_id, Scope::All)
+        .await
+        .expect("read")
+        .expect("batch");
     assert_eq!(view.total, 40);
     assert_eq!(view.counts.succeeded, 30);
     assert_eq!(view.counts.cancelled, 1);
@@ -93,8 +101,15 @@ pub(crate) async fn batch_aggregates_equal_recomputation(db: &Db) {
         "no makespan before the batch is done"
     );
 
-    store.cancel_batch(batch_id).await.expect("cancel");
-    let view = store.batch(batch_id).await.expect("read").expect("batch");
+    store
+        .cancel_batch(batch_id, Scope::All)
+        .await
+        .expect("cancel");
+    let view = store
+        .batch(batch_id, Scope::All)
+        .await
+        .expect("read")
+        .expect("batch");
     assert!(view.done);
     assert!(view.timings.makespan_ms.is_some_and(|ms| ms >= 0.0));
 }
@@ -117,7 +132,7 @@ pub(crate) async fn batch_jobs_pages_in_submission_order(db: &Db) {
     let mut after = None;
     loop {
         let page = store
-            .batch_jobs(batch_id, after, 10)
+            .batch_jobs(batch_id, Scope::All, after, 10)
             .await
             .expect("read")
             .expect("batch exists");
@@ -137,7 +152,7 @@ pub(crate) async fn batch_jobs_pages_in_submission_order(db: &Db) {
     assert_eq!(seen[1].state, JobState::Queued);
     assert_eq!(
         store
-            .batch_jobs(batch_id, None, 0)
+            .batch_jobs(batch_id, Scope::All, None, 0)
             .await
             .expect("read")
             .expect("exists")
@@ -147,7 +162,7 @@ pub(crate) async fn batch_jobs_pages_in_submission_order(db: &Db) {
     );
     assert_eq!(
         store
-            .batch_jobs(batch_id, None, u32::MAX)
+            .batch_jobs(batch_id, Scope::All, None, u32::MAX)
             .await
             .expect("read")
             .expect("exists")
@@ -156,7 +171,7 @@ pub(crate) async fn batch_jobs_pages_in_submission_order(db: &Db) {
     );
     assert!(
         store
-            .batch_jobs(uuid::Uuid::new_v4(), None, 10)
+            .batch_jobs(uuid::Uuid::new_v4(), Scope::All, None, 10)
             .await
             .expect("read")
             .is_none()
@@ -164,7 +179,7 @@ pub(crate) async fn batch_jobs_pages_in_submission_order(db: &Db) {
     let foreign = uuid::Uuid::new_v4();
     assert!(
         store
-            .batch_jobs(batch_id, Some(foreign), 10)
+            .batch_jobs(batch_id, Scope::All, Some(foreign), 10)
             .await
             .expect("read")
             .expect("exists")

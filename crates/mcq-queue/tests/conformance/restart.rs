@@ -3,6 +3,7 @@
 //! unavailable (never a panic or a hang); once it is back, the same store works again without reconnecting
 //! by hand, and leases taken before the restart are still honoured.
 
+use mcq_queue::Scope;
 use std::time::Duration;
 
 use mcq_queue::{QueueConfig, Store, StoreError};
@@ -84,7 +85,7 @@ async fn store_survives_a_postgres_restart() {
     );
     drain(&store, w).await;
     let view = store
-        .batch(submitted.batch_id.expect("batch"))
+        .batch(submitted.batch_id.expect("batch"), Scope::All)
         .await
         .expect("read")
         .expect("batch");
@@ -127,7 +128,7 @@ async fn reads_ride_out_a_short_restart() {
         readers.spawn(async move {
             let (mut reads, mut errors) = (0u64, Vec::new());
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                match store.batch(batch_id).await {
+                match store.batch(batch_id, Scope::All).await {
                     Ok(Some(_)) => reads += 1,
                     Ok(None) => errors.push("the batch vanished".to_owned()),
                     Err(err) => errors.push(format!("{err:?}")),

@@ -8,6 +8,7 @@
 
 use mcq_api_types::JobState;
 use mcq_kernel::CHUNK_PATHS;
+use mcq_queue::Scope;
 use mcq_queue::{QueueConfig, Submission};
 use uuid::Uuid;
 
@@ -41,7 +42,11 @@ async fn a_large_batch_is_staged_and_claimed_in_order() {
     );
 
     // A staged job reads as queued, with its spec.
-    let last = store.job(ids[11_999]).await.expect("read").expect("job");
+    let last = store
+        .job(ids[11_999], Scope::All)
+        .await
+        .expect("read")
+        .expect("job");
     assert_eq!((last.state, last.attempts), (JobState::Queued, 0));
     assert_eq!(last.spec, spec(1000, 12_000));
     assert_eq!(last.batch_id, Some(batch_id));
@@ -57,13 +62,17 @@ async fn a_large_batch_is_staged_and_claimed_in_order() {
             .all(|t| t.attempt == 1 && t.spec.seed.is_some())
     );
     assert_eq!(rows(&db).await, (3, 3000, 3000));
-    let running = store.job(ids[2999]).await.expect("read").expect("job");
+    let running = store
+        .job(ids[2999], Scope::All)
+        .await
+        .expect("read")
+        .expect("job");
     assert_eq!((running.state, running.attempts), (JobState::Running, 1));
     assert!(running.timings.started_at.is_some());
 
     // A page across the boundary: one written-out job, then staged ones.
     let page = store
-        .batch_jobs(batch_id, Some(ids[2998]), 4)
+        .batch_jobs(batch_id, Scope::All, Some(ids[2998]), 4)
         .await
         .expect("read")
         .expect("batch");
@@ -79,7 +88,7 @@ async fn a_large_batch_is_staged_and_claimed_in_order() {
     );
     // From a staged job as the cursor, too.
     let page = store
-        .batch_jobs(batch_id, Some(ids[7000]), 2)
+        .batch_jobs(batch_id, Scope::All, Some(ids[7000]), 2)
         .await
         .expect("read")
         .expect("batch");
@@ -90,11 +99,18 @@ async fn a_large_batch_is_staged_and_claimed_in_order() {
 
     // Cancelling a staged job writes its staged row out, then cancels it.
     assert_eq!(
-        store.cancel_job(ids[4000]).await.expect("cancel"),
+        store
+            .cancel_job(ids[4000], Scope::All)
+            .await
+            .expect("cancel"),
         Some(JobState::Cancelled)
     );
     assert_eq!(rows(&db).await, (2, 5000, 5000));
-    let view = store.batch(batch_id).await.expect("read").expect("batch");
+    let view = store
+        .batch(batch_id, Scope::All)
+        .await
+        .expect("read")
+        .expect("batch");
     assert_eq!(
         (
             view.counts.running,
@@ -109,7 +125,11 @@ async fn a_large_batch_is_staged_and_claimed_in_order() {
     assert!(store.complete(w, done).await.expect("complete").is_empty());
     let rest = drain(&store, w).await;
     assert_eq!(rest.len(), 8999);
-    let view = store.batch(batch_id).await.expect("read").expect("batch");
+    let view = store
+        .batch(batch_id, Scope::All)
+        .await
+        .expect("read")
+        .expect("batch");
     assert_eq!(
         (view.counts.succeeded, view.counts.cancelled, view.done),
         (11_999, 1, true)
@@ -136,6 +156,8 @@ async fn small_batches_split_jobs_and_single_jobs_are_written_out() {
     submit(
         &store,
         Submission {
+            tenant: mcq_queue::DEFAULT_TENANT,
+            priority: 0,
             as_batch: true,
             label: None,
             jobs,
@@ -151,6 +173,8 @@ async fn small_batches_split_jobs_and_single_jobs_are_written_out() {
     );
     assert_eq!(tasks, 9 + 10 + 3);
     let single = Submission {
+        tenant: mcq_queue::DEFAULT_TENANT,
+        priority: 0,
         as_batch: false,
         label: None,
         jobs: (1..=12).map(|s| job(1000, s)).collect(),

@@ -1,6 +1,7 @@
 //! Shared set-up of the worker tests: an embedded store in a temporary
 //! directory, whole-job tasks, a batch submitted and waited for.
 
+use mcq_queue::Scope;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,6 +42,8 @@ pub(crate) fn specs(runs: u64, seeds: impl IntoIterator<Item = u64>) -> Vec<Spec
 pub(crate) async fn submit_batch(store: &Store, jobs: Vec<Spec>) -> Uuid {
     store
         .submit(Submission {
+            tenant: mcq_queue::DEFAULT_TENANT,
+            priority: 0,
             as_batch: true,
             label: None,
             jobs: jobs.iter().map(|s| s.validate().expect("valid")).collect(),
@@ -59,7 +62,11 @@ pub(crate) async fn wait_done(store: &Store, batch: Uuid, limit: Duration) -> Ba
     let mut finished = store.finished_events();
     tokio::time::timeout(limit, async {
         loop {
-            let view = store.batch(batch).await.expect("read").expect("batch");
+            let view = store
+                .batch(batch, Scope::All)
+                .await
+                .expect("read")
+                .expect("batch");
             if view.done {
                 return view;
             }

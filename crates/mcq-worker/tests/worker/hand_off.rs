@@ -2,6 +2,7 @@
 //! of its single slot; the second, finding the queue empty, announces that
 //! it is idle, and the first hands it half of what it has not started.
 
+use mcq_queue::Scope;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -43,7 +44,11 @@ async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
     let mut finished = store.finished_events();
     let claimed_all = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
-            let view = store.batch(batch).await.expect("read").expect("batch");
+            let view = store
+                .batch(batch, Scope::All)
+                .await
+                .expect("read")
+                .expect("batch");
             if view.counts.queued == 0 {
                 return view;
             }
@@ -82,7 +87,7 @@ async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
     // Whoever computed a job, its result is the kernel's, bit for bit, and
     // a handed-over task spent no attempt.
     let jobs = store
-        .batch_jobs(batch, None, JOBS as u32)
+        .batch_jobs(batch, Scope::All, None, JOBS as u32)
         .await
         .expect("read the jobs")
         .expect("the batch");

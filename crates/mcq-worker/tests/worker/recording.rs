@@ -1,6 +1,7 @@
 //! When finished tasks are recorded: a lone result at once, whatever the
 //! wait allowed for batching; with a batch of one, each result on its own.
 
+use mcq_queue::Scope;
 use std::time::Duration;
 
 use mcq_api_types::JobState;
@@ -55,7 +56,7 @@ async fn every_result_is_recorded_by_the_time_the_worker_stops() {
     let report = worker.await.expect("join").expect("worker");
     assert_eq!(report.completed, jobs, "{report:?}");
     let listed = store
-        .batch_jobs(batch, None, 100)
+        .batch_jobs(batch, Scope::All, None, 100)
         .await
         .expect("read")
         .expect("batch");

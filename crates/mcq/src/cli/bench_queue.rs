@@ -6,6 +6,7 @@
 //! timestamps (submitted, first claimed, last finished), so the benchmark's
 //! polling does not blur them.
 
+use mcq_queue::Scope;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,6 +39,11 @@ pub(crate) struct Args {
     /// Single jobs submitted one at a time to an idle fleet.
     #[arg(long, default_value_t = 200, value_parser = count::<u32>(1..=100_000))]
     latency_samples: u32,
+    /// Tenants sharing the enqueue and burn-down batch: each submits an
+    /// equal part as a batch of its own, so the burn-down goes through the
+    /// fair share of claims between them.
+    #[arg(long, default_value_t = 1, value_parser = count::<u32>(1..=1000))]
+    tenants: u32,
     /// Skip the SIGKILL recovery measurement (it waits out a lease).
     #[arg(long)]
     no_recovery: bool,
@@ -95,31 +101,51 @@ async fn measure(args: &Args, store: &Store, logs: &std::path::Path) -> anyhow::
     // Enqueue: one bulk submission, timed around the call.
     // Tiny jobs: the queue's cost dominates, not the kernel's.
     let tiny = job(args.runs, 0)?;
-    let jobs: Vec<ValidSpec> = (0..args.jobs).map(|i| tiny.with_seed(i)).collect();
+    let tenants = bench_tenants(store, args.tenants).await?;
+    let share = args.jobs.div_ceil(u64::from(args.tenants));
     let start = Instant::now();
-    let submitted = store
-        .submit(Submission {
-            as_batch: true,
-            label: Some("bench queue".into()),
-            jobs,
-            idempotency: None,
-        })
-        .await
-        .context("enqueueing the batch")?;
+    let mut batches = Vec::with_capacity(tenants.len());
+    for (i, tenant) in tenants.iter().enumerate() {
+        let first = i as u64 * share;
+        let jobs: Vec<ValidSpec> = (first..(first + share).min(args.jobs))
+            .map(|seed| tiny.with_seed(seed))
+            .collect();
+        if jobs.is_empty() {
+            continue;
+        }
+        let submitted = store
+            .submit(Submission {
+                tenant: *tenant,
+                priority: 0,
+                as_batch: true,
+                label: Some("bench queue".into()),
+                jobs,
+                idempotency: None,
+            })
+            .await
+            .context("enqueueing the batch")?;
+        batches.push(
+            submitted
+                .batch_id
+                .context("a batch submission returns a batch id")?,
+        );
+    }
     let enqueue = start.elapsed();
-    let batch = submitted
-        .batch_id
-        .context("a batch submission returns a batch id")?;
     println!(
-        "enqueue:    {} jobs in {:.1} ms = {:.0} jobs/s (one Store::submit call)",
+        "enqueue:    {} jobs in {:.1} ms = {:.0} jobs/s ({} Store::submit call{}, {} tenant{})",
         args.jobs,
         ms(enqueue),
-        args.jobs as f64 / enqueue.as_secs_f64()
+        args.jobs as f64 / enqueue.as_secs_f64(),
+        batches.len(),
+        if batches.len() == 1 { "" } else { "s" },
+        tenants.len(),
+        if tenants.len() == 1 { "" } else { "s" },
     );
 
     // Burn-down: start the fleet on the full queue; the database's first
     // claim and last finish bound the work.
-    let events = store.finished_events();
+    // Subscribed before the fleet starts, so no announcement is missed.
+    let mut events: Vec<FinishedEvents> = batches.iter().map(|_| store.finished_events()).collect();
     let mut fleet = Fleet::default();
     let started = Instant::now();
     for i in 0..args.workers {
@@ -128,19 +154,33 @@ async fn measure(args: &Args, store: &Store, logs: &std::path::Path) -> anyhow::
     // Read rarely: the batch view aggregates every job of the batch, and
     // polling it every second took a tenth of a core from the fleet being
     // measured. The timing comes from database timestamps, not this loop.
-    let view = wait_done(
-        store,
-        events,
-        batch,
-        Duration::from_secs(600),
-        Duration::from_secs(1),
-    )
-    .await?;
+    let mut views = Vec::with_capacity(batches.len());
+    for (batch, events) in batches.iter().zip(events.drain(..)) {
+        views.push(
+            wait_done(
+                store,
+                events,
+                *batch,
+                Duration::from_secs(600),
+                Duration::from_secs(1),
+            )
+            .await?,
+        );
+    }
     let wall = started.elapsed();
-    let (first, last) = match (view.timings.first_started_at, view.timings.last_finished_at) {
-        (Some(first), Some(last)) => (first, last),
-        _ => bail!("the batch finished without timings: {view:?}"),
+    let first = views
+        .iter()
+        .filter_map(|v| v.timings.first_started_at)
+        .min();
+    let last = views
+        .iter()
+        .filter_map(|v| v.timings.last_finished_at)
+        .max();
+    let (Some(first), Some(last)) = (first, last) else {
+        bail!("the batches finished without timings: {views:?}");
     };
+    let succeeded: u64 = views.iter().map(|v| v.counts.succeeded).sum();
+    let failed: u64 = views.iter().map(|v| v.counts.failed).sum();
     let span_ms = (last - first).num_microseconds().unwrap_or(0) as f64 / 1e3;
     println!(
         "burn-down:  {} jobs with {} workers: first claim → last finish {:.0} ms = {:.0} jobs/s \
@@ -151,8 +191,8 @@ async fn measure(args: &Args, store: &Store, logs: &std::path::Path) -> anyhow::
         args.jobs as f64 / (span_ms / 1e3),
         ms(wall),
         args.jobs as f64 / wall.as_secs_f64(),
-        view.counts.succeeded,
-        view.counts.failed
+        succeeded,
+        failed
     );
 
     // Pickup latency: one job at a time to the now idle fleet.
@@ -162,6 +202,8 @@ async fn measure(args: &Args, store: &Store, logs: &std::path::Path) -> anyhow::
         tokio::time::sleep(Duration::from_millis(20)).await;
         let job = store
             .submit(Submission {
+                tenant: mcq_queue::DEFAULT_TENANT,
+                priority: 0,
                 as_batch: false,
                 label: None,
                 jobs: vec![job(2, u64::from(i))?],
@@ -190,6 +232,26 @@ async fn measure(args: &Args, store: &Store, logs: &std::path::Path) -> anyhow::
     Ok(())
 }
 
+/// The tenants of the burn-down: the default one alone, or `n` tenants
+/// named `bench-1` … (created if new, quotas unchanged).
+async fn bench_tenants(store: &Store, n: u32) -> anyhow::Result<Vec<mcq_queue::TenantId>> {
+    if n == 1 {
+        return Ok(vec![mcq_queue::DEFAULT_TENANT]);
+    }
+    let existing = store.tenants().await?;
+    let mut ids = Vec::with_capacity(n as usize);
+    for i in 1..=n {
+        let name = format!("bench-{i}");
+        let limits = existing
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.limits)
+            .unwrap_or_default();
+        ids.push(store.set_tenant_limits(&name, limits).await?.id);
+    }
+    Ok(ids)
+}
+
 /// SIGKILL a worker holding two long tasks while another idles; time until
 /// both tasks are claimed again (lease expiry plus pickup).
 /// Chunks of each task of the recovery batch (one task per job).
@@ -211,6 +273,8 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
         .context("connecting the submitter")?;
     let batch = submitter
         .submit(Submission {
+            tenant: mcq_queue::DEFAULT_TENANT,
+            priority: 0,
             as_batch: true,
             label: Some("bench recovery".into()),
             jobs: vec![long.clone(), long.with_seed(2)],
@@ -221,7 +285,7 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
     let batch_id = batch.batch_id.context("a batch id")?;
     let deadline = Instant::now() + Duration::from_secs(60);
     while store
-        .batch(batch_id)
+        .batch(batch_id, Scope::All)
         .await?
         .is_none_or(|v| v.counts.running < 2)
     {
@@ -238,7 +302,11 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
     loop {
         let mut rescued = 0;
         for id in &batch.job_ids {
-            if store.job(*id).await?.is_some_and(|j| j.attempts >= 2) {
+            if store
+                .job(*id, Scope::All)
+                .await?
+                .is_some_and(|j| j.attempts >= 2)
+            {
                 rescued += 1;
             }
         }
@@ -256,7 +324,7 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
         lease.as_secs_f64()
     );
     store
-        .cancel_batch(batch_id)
+        .cancel_batch(batch_id, Scope::All)
         .await
         .context("cancelling the recovery batch")?;
     fleet.stop_all()
@@ -359,7 +427,10 @@ async fn wait_done(
     let start = Instant::now();
     loop {
         let read = Instant::now();
-        let view = store.batch(batch).await?.context("the batch exists")?;
+        let view = store
+            .batch(batch, Scope::All)
+            .await?
+            .context("the batch exists")?;
         if view.done {
             return Ok(view);
         }
@@ -382,7 +453,10 @@ async fn wait_done(
 async fn wait_started(store: &Store, id: Uuid) -> anyhow::Result<f64> {
     let start = Instant::now();
     loop {
-        let job = store.job(id).await?.context("the probe job exists")?;
+        let job = store
+            .job(id, Scope::All)
+            .await?
+            .context("the probe job exists")?;
         if let Some(wait) = job.timings.queue_wait_ms {
             return Ok(wait);
         }

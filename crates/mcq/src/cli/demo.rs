@@ -125,6 +125,7 @@ async fn submit_and_follow(base: &str, args: &Args) -> anyhow::Result<(ServiceRu
     };
     let batch = BatchRequest {
         label: Some("mcq demo".into()),
+        priority: None,
         jobs: vec![spec; args.calls],
     };
     println!(

@@ -11,6 +11,7 @@ mod count;
 mod demo;
 pub(crate) mod exit;
 mod files;
+mod keys;
 mod man;
 mod migrate;
 mod price;
@@ -69,6 +70,12 @@ enum Command {
     Status(status::Args),
     /// The original experiment in one command: service vs local on 100 calls.
     Demo(demo::Args),
+    /// API keys: create (printed once), list, revoke.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
+    /// Tenants and their quotas.
+    #[command(subcommand)]
+    Tenants(keys::TenantsCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -137,6 +144,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Submit(args) => submit::run(args),
         Command::Status(args) => status::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Keys(command) => keys::run_keys(command),
+        Command::Tenants(command) => keys::run_tenants(command),
         Command::Bench(BenchCommand::Kernel(args)) => bench_kernel::run(args),
         Command::Bench(BenchCommand::Compare(args)) => bench_compare::run(args),
         Command::Bench(BenchCommand::Queue(args)) => bench_queue::run(args),

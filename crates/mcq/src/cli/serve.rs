@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::color;
 use super::count::count;
-use super::exit::Outcome;
+use super::exit::{Outcome, bad_input};
 use super::files;
 use super::queue_flags::QueueFlags;
 
@@ -48,6 +48,16 @@ pub(crate) struct Args {
     /// or after its last answer, before it is closed.
     #[arg(long, default_value_t = ApiConfig::default().header_read_timeout.as_secs(), value_parser = count::<u64>(1..=3600))]
     header_read_timeout_secs: u64,
+    /// Serve requests without a key on a non-loopback address while the
+    /// database holds no API key. Anyone who reaches the port can then
+    /// submit, read and cancel everything: only for trusted networks.
+    #[arg(long, env = "MCQ_INSECURE_OPEN")]
+    insecure_open: bool,
+    /// Host names the server answers to, comma-separated (the Host header
+    /// without its port; e.g. `mcq.example.org,localhost`). Others get 421,
+    /// which stops DNS-rebinding pages. Default: any.
+    #[arg(long, env = "MCQ_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
     #[command(flatten)]
     queue: QueueFlags,
 }
@@ -96,6 +106,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
             max_connections,
             header_read_timeout: Duration::from_secs(args.header_read_timeout_secs),
+            open_without_keys: args.insecure_open || args.listen.ip().is_loopback(),
+            allowed_hosts: args
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect(),
         },
         queue: server_pool(args.queue.apply(QueueConfig::default())),
     };
@@ -171,6 +188,15 @@ pub(crate) async fn start(config: ServeConfig) -> anyhow::Result<Running> {
         .with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
     if config.migrate {
         store.migrate().await.context("applying migrations")?;
+    }
+    if !config.api.open_without_keys && !store.has_keys().await.context("looking for API keys")? {
+        return Err(bad_input(format!(
+            "refusing to serve {} without API keys: anyone reaching it could submit and cancel \
+             work. Create a key first (`mcq keys create --tenant NAME`, with the same \
+             --database-url), listen on a loopback address (127.0.0.1), or pass \
+             --insecure-open on a trusted network",
+            config.listen
+        )));
     }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

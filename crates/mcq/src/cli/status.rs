@@ -22,6 +22,10 @@ pub(crate) struct Args {
     /// Base URL of the mcq server.
     #[arg(long, env = "MCQ_SERVER", default_value = "http://127.0.0.1:8080")]
     server: String,
+    /// API key (from `mcq keys create`), sent as `Authorization: Bearer`;
+    /// a server without keys needs none.
+    #[arg(long, env = "MCQ_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
     /// Print the server's JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -36,7 +40,7 @@ pub(crate) struct Args {
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let id = Uuid::parse_str(args.id.trim())
         .map_err(|_| bad_input(format!("{:?} is not a job or batch id (a UUID)", args.id)))?;
-    let client = Client::new(&args.server)?;
+    let client = Client::new(&args.server)?.with_api_key(args.api_key.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

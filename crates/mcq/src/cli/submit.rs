@@ -31,6 +31,10 @@ pub(crate) struct Args {
     /// Base URL of the mcq server.
     #[arg(long, env = "MCQ_SERVER", default_value = "http://127.0.0.1:8080")]
     server: String,
+    /// API key (from `mcq keys create`), sent as `Authorization: Bearer`;
+    /// a server without keys needs none.
+    #[arg(long, env = "MCQ_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
     /// Makes a retried submission return the original ids instead of enqueueing twice.
     #[arg(long)]
     idempotency_key: Option<String>,
@@ -121,7 +125,7 @@ fn parse_enum<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
-    let client = Client::new(&args.server)?;
+    let client = Client::new(&args.server)?.with_api_key(args.api_key.clone());
     let specs = match &args.file {
         Some(path) => read_specs(path).context(BadInput("--file".into()))?,
         None => vec![args.spec.to_spec(); args.count],
@@ -164,6 +168,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         let total = specs.len();
         let batch = BatchRequest {
             label: args.label.clone(),
+            priority: None,
             jobs: specs,
         };
         let accepted = client

@@ -1,8 +1,19 @@
--- The claim: due queued tasks in order under new leases, then, if it took
--- fewer than `p_max`, the next staged jobs (their job and task rows are
--- inserted running, under new leases, from the oldest staged row no other
--- claim holds). Rows with a task id are the claimed tasks; rows without
--- carry the spec of each job involved.
+-- The claim: up to `p_max` tasks under new leases, shared fairly between
+-- the tenants with work waiting. Each tenant's work is its due queued
+-- tasks (by priority, then in order), then its staged jobs
+-- (`mcq_claim_staged`). Rows with a task id are the claimed tasks; rows
+-- without carry the spec of each job involved.
+--
+-- Fair share, work-conserving: the tenants with queued tasks or staged
+-- rows are found by a skip scan (one index probe per tenant). A first pass
+-- gives each an equal part of what is left, in an order that starts one
+-- tenant further on every claim (the sequence `mcq_claim_turn`), so that
+-- with fewer slots than tenants each still gets its turn; a second pass
+-- gives what is still left to the tenants that filled their part, in the
+-- same order. So a tenant that submits one job behind another's 20,000 is
+-- served by the first claim that sees it, or, when a claim takes fewer
+-- tasks than there are tenants, within as many claims as there are
+-- tenants. With one tenant it is the plain ordered claim.
 --
 -- A function so that its plan cannot depend on statistics, which are stale
 -- exactly when it matters (right after a large submit): sequential scans,
@@ -16,9 +27,11 @@
 -- only puts its tasks back in the queue, and the late completion of the
 -- worker that started one is fenced. `set_config(…, true)` lasts through
 -- the caller's commit, where a `SET` clause would end with the function.
--- The locked rows are updated through the primary key, never by tuple id
+-- Queued tasks are only locked (SKIP LOCKED, never waiting) while the
+-- tenants are visited; they are updated, with their jobs in id order, by
+-- one statement at the end, through the primary key, never by tuple id
 -- (which let the planner filter a scan of every queued task).
-CREATE FUNCTION mcq_claim(p_worker uuid, p_max bigint, p_lease_secs double precision)
+CREATE OR REPLACE FUNCTION mcq_claim(p_worker uuid, p_max bigint, p_lease_secs double precision)
 RETURNS TABLE (id bigint, job_id uuid, lease_token uuid, attempt integer,
                chunk_start bigint, chunk_end bigint, spec text)
 LANGUAGE plpgsql VOLATILE
@@ -30,21 +43,76 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
-    due bigint[];
-    s record;
-    k integer;
+    due bigint[] := '{}';
+    got bigint[];
+    waiting integer[];
+    filled integer[] := '{}';
+    n integer;
+    turn bigint;
+    tenant integer;
+    part bigint;
+    left_over bigint := p_max;
+    taken bigint;
+    staged_rows bigint;
 BEGIN
 -- Until the end of the calling transaction (a claim is its own).
 PERFORM set_config('synchronous_commit', 'off', true);
-WITH fresh AS (
-    SELECT t.id FROM tasks t
-    WHERE t.state = 'queued' AND t.run_at <= now()
-    ORDER BY t.run_at, t.id
-    LIMIT p_max
-    FOR UPDATE SKIP LOCKED
+WITH RECURSIVE q AS (
+    (SELECT t.tenant_id FROM tasks t WHERE t.state = 'queued' ORDER BY t.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.tenant_id FROM tasks t
+            WHERE t.state = 'queued' AND t.tenant_id > q.tenant_id
+            ORDER BY t.tenant_id LIMIT 1)
+    FROM q WHERE q.tenant_id IS NOT NULL
+), r AS (
+    (SELECT st.tenant_id FROM staged st ORDER BY st.tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT st.tenant_id FROM staged st WHERE st.tenant_id > r.tenant_id
+            ORDER BY st.tenant_id LIMIT 1)
+    FROM r WHERE r.tenant_id IS NOT NULL
 )
-SELECT array_agg(f.id) INTO due FROM fresh f;
-IF due IS NOT NULL THEN
+SELECT array_agg(DISTINCT w.tenant_id) INTO waiting
+FROM (SELECT q.tenant_id FROM q UNION ALL SELECT r.tenant_id FROM r) w
+WHERE w.tenant_id IS NOT NULL;
+n := coalesce(cardinality(waiting), 0);
+IF n = 0 THEN
+    RETURN;
+END IF;
+turn := CASE WHEN n > 1 THEN nextval('mcq_claim_turn') ELSE 0 END;
+FOR pass IN 1 .. 2 LOOP
+    FOR i IN 0 .. n - 1 LOOP
+        EXIT WHEN left_over <= 0;
+        tenant := waiting[((turn + i) % n) + 1];
+        IF pass = 1 THEN
+            -- An equal part of what is left (rounded up).
+            part := (left_over + n - i - 1) / (n - i);
+        ELSIF tenant = ANY(filled) THEN
+            part := left_over;
+        ELSE
+            CONTINUE;
+        END IF;
+        SELECT array_agg(f.id) INTO got FROM (
+            SELECT t.id FROM tasks t
+            WHERE t.state = 'queued' AND t.tenant_id = tenant AND t.run_at <= now()
+            ORDER BY t.tenant_id, t.priority DESC, t.run_at, t.id
+            LIMIT part
+            FOR UPDATE SKIP LOCKED
+        ) f;
+        taken := coalesce(cardinality(got), 0);
+        due := due || coalesce(got, '{}');
+        IF taken < part THEN
+            RETURN QUERY
+            SELECT * FROM mcq_claim_staged(p_worker, tenant, part - taken, p_lease_secs);
+            GET DIAGNOSTICS staged_rows = ROW_COUNT;
+            taken := taken + staged_rows / 2;
+        END IF;
+        left_over := left_over - taken;
+        IF pass = 1 AND taken = part THEN
+            filled := filled || tenant;
+        END IF;
+    END LOOP;
+END LOOP;
+IF cardinality(due) > 0 THEN
     RETURN QUERY
     WITH claimed AS (
         UPDATE tasks t
@@ -65,45 +133,5 @@ IF due IS NOT NULL THEN
     UNION ALL
     SELECT NULL, s.id, NULL, NULL, NULL, NULL, s.spec FROM started s;
 END IF;
-k := (p_max - coalesce(cardinality(due), 0))::integer;
-IF k <= 0 THEN
-    RETURN;
-END IF;
-SELECT st.batch_id, st.first, st.next, st.ids, st.specs, st.chunk_starts, st.chunk_ends,
-       st.submitted_at
-INTO s FROM staged st
-ORDER BY st.submitted_at, st.batch_id, st.first
-LIMIT 1
-FOR UPDATE SKIP LOCKED;
-IF NOT FOUND THEN
-    RETURN;
-END IF;
-k := least(k, cardinality(s.ids) - s.next);
-IF s.next + k >= cardinality(s.ids) THEN
-    DELETE FROM staged st WHERE st.batch_id = s.batch_id AND st.first = s.first;
-ELSE
-    UPDATE staged st SET next = st.next + k WHERE st.batch_id = s.batch_id AND st.first = s.first;
-END IF;
-RETURN QUERY
-WITH j AS (
-    INSERT INTO jobs (id, batch_id, position, spec, task_count, state, started_at, attempts, submitted_at)
-    SELECT u.id, s.batch_id, s.first + s.next + u.o::integer - 1, u.spec::json, 1, 'running', now(), 1,
-           s.submitted_at
-    FROM unnest(s.ids[s.next + 1 : s.next + k], s.specs[s.next + 1 : s.next + k])
-         WITH ORDINALITY AS u(id, spec, o)
-    RETURNING jobs.id, jobs.spec::text AS spec
-), t AS (
-    INSERT INTO tasks (job_id, chunk_start, chunk_end, state, attempt, lease_token,
-                       lease_expires_at, worker_id)
-    SELECT u.id, u.cs, u.ce, 'running', 1, gen_random_uuid(),
-           now() + make_interval(secs => p_lease_secs), p_worker
-    FROM unnest(s.ids[s.next + 1 : s.next + k], s.chunk_starts[s.next + 1 : s.next + k],
-                s.chunk_ends[s.next + 1 : s.next + k]) AS u(id, cs, ce)
-    RETURNING tasks.id, tasks.job_id, tasks.lease_token, tasks.attempt, tasks.chunk_start,
-              tasks.chunk_end
-)
-SELECT t.id, t.job_id, t.lease_token, t.attempt, t.chunk_start, t.chunk_end, NULL::text FROM t
-UNION ALL
-SELECT NULL, j.id, NULL, NULL, NULL, NULL, j.spec FROM j;
 END
 $$;

@@ -3,7 +3,7 @@
 -- The jobs keep their submission time; their tasks are due from it, so they
 -- keep their place in the queue. Staged rows are locked in `first` order,
 -- before any task or job row (the lock order of cancellation).
-CREATE FUNCTION mcq_unstage(p_batch uuid, p_job uuid)
+CREATE OR REPLACE FUNCTION mcq_unstage(p_batch uuid, p_job uuid)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET jit = off
@@ -19,12 +19,12 @@ FOR s IN
     ORDER BY st.first
     FOR UPDATE
 LOOP
-    INSERT INTO jobs (id, batch_id, position, spec, task_count, submitted_at)
-    SELECT u.id, s.batch_id, s.first + u.o::integer - 1, u.spec::json, 1, s.submitted_at
+    INSERT INTO jobs (id, batch_id, position, spec, task_count, submitted_at, tenant_id)
+    SELECT u.id, s.batch_id, s.first + u.o::integer - 1, u.spec::json, 1, s.submitted_at, s.tenant_id
     FROM unnest(s.ids, s.specs) WITH ORDINALITY AS u(id, spec, o)
     WHERE u.o > s.next;
-    INSERT INTO tasks (job_id, chunk_start, chunk_end, run_at)
-    SELECT u.id, u.cs, u.ce, s.submitted_at
+    INSERT INTO tasks (job_id, chunk_start, chunk_end, run_at, tenant_id, priority)
+    SELECT u.id, u.cs, u.ce, s.submitted_at, s.tenant_id, s.priority
     FROM unnest(s.ids, s.chunk_starts, s.chunk_ends) WITH ORDINALITY AS u(id, cs, ce, o)
     WHERE u.o > s.next;
     n := n + cardinality(s.ids) - s.next;

@@ -1,0 +1,444 @@
+//! API keys, roles and tenants: who may do what, and that one tenant's
+//! work is invisible to another (answered exactly like unknown ids).
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, header};
+use mcq_queue::{NewKey, Role, TenantLimits};
+use serde_json::{Value, json};
+
+use crate::harness::{Answer, TestApp};
+use crate::on_both;
+
+/// Makes a key for `tenant` with `role` straight in the store.
+async fn key(t: &TestApp, tenant: &str, role: Role) -> String {
+    let minted = mcq_keys::mint().expect("random bytes");
+    t.store
+        .create_key(NewKey {
+            id: minted.id.clone(),
+            tenant: tenant.into(),
+            role,
+            label: None,
+            secret_hash: minted.secret_hash.clone(),
+        })
+        .await
+        .expect("store the key");
+    minted.key
+}
+
+async fn send(
+    t: &TestApp,
+    method: &str,
+    uri: &str,
+    key: Option<&str>,
+    body: Option<&Value>,
+) -> Answer {
+    let mut request = Request::builder().method(method).uri(uri);
+    if let Some(key) = key {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+    }
+    let body = match body {
+        Some(body) => {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+            Body::from(body.to_string())
+        }
+        None => Body::empty(),
+    };
+    t.send(request.body(body).unwrap()).await
+}
+
+fn id_of(answer: &Answer) -> String {
+    assert_eq!(answer.status, 202, "{:#?}", answer.body);
+    answer.body["id"].as_str().expect("id").to_owned()
+}
+
+async fn keys_are_required_once_one_exists(t: &TestApp) {
+    // Open while no key exists (the quick start).
+    assert_eq!(t.get("/v1/workers").await.status, 200);
+    let alice = key(t, "alice", Role::Submit).await;
+    // The open answer may be cached for a moment; then a key is needed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let answer = t.get("/v1/workers").await;
+        if answer.status != 200 || Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    refused.assert_problem(401, "/problems/unauthorized");
+    assert_eq!(
+        refused.headers[header::WWW_AUTHENTICATE],
+        "Bearer realm=\"mcq\""
+    );
+    send(t, "POST", "/v1/jobs", None, Some(&json!({"runs": 1000})))
+        .await
+        .assert_problem(401, "/problems/unauthorized");
+    for bad in [
+        "mcq_0000000000000000_0000000000000000000000000000000000000000000000000000000000000000",
+        "not-a-key",
+        &alice.replace("mcq_", "mcx_"),
+        &format!("{}0", &alice[..alice.len() - 1]),
+    ] {
+        let answer = send(
+            t,
+            "GET",
+            "/v1/jobs/00000000-0000-0000-0000-000000000000",
+            Some(bad),
+            None,
+        )
+        .await;
+        answer.assert_problem(401, "/problems/unauthorized");
+        assert!(answer.headers.contains_key(header::WWW_AUTHENTICATE));
+    }
+    // Probes and the API description stay public.
+    assert_eq!(t.get("/healthz").await.status, 200);
+    assert_eq!(t.get("/openapi.json").await.status, 200);
+    // A good key works.
+    let job = send(
+        t,
+        "POST",
+        "/v1/jobs",
+        Some(&alice),
+        Some(&json!({"runs": 1000})),
+    )
+    .await;
+    id_of(&job);
+}
+on_both!(keys_required, keys_are_required_once_one_exists);
+
+async fn roles_limit_what_a_key_may_do(t: &TestApp) {
+    let submit = key(t, "lab", Role::Submit).await;
+    let read = key(t, "lab", Role::Read).await;
+    let admin = key(t, "ops", Role::Admin).await;
+    let id = id_of(
+        &send(
+            t,
+            "POST",
+            "/v1/batches",
+            Some(&submit),
+            Some(&json!({"jobs": [{"runs": 1000}]})),
+        )
+        .await,
+    );
+    // read: sees its tenant's work, may not change it.
+    assert_eq!(
+        send(t, "GET", &format!("/v1/batches/{id}"), Some(&read), None)
+            .await
+            .status,
+        200
+    );
+    send(t, "POST", "/v1/jobs", Some(&read), Some(&json!({})))
+        .await
+        .assert_problem(403, "/problems/forbidden");
+    send(
+        t,
+        "POST",
+        &format!("/v1/batches/{id}/cancel"),
+        Some(&read),
+        None,
+    )
+    .await
+    .assert_problem(403, "/problems/forbidden");
+    // Only admin sees the workers.
+    send(t, "GET", "/v1/workers", Some(&submit), None)
+        .await
+        .assert_problem(403, "/problems/forbidden");
+    assert_eq!(
+        send(t, "GET", "/v1/workers", Some(&admin), None)
+            .await
+            .status,
+        200
+    );
+    // admin sees and cancels another tenant's work.
+    assert_eq!(
+        send(t, "GET", &format!("/v1/batches/{id}"), Some(&admin), None)
+            .await
+            .status,
+        200
+    );
+    let cancelled = send(
+        t,
+        "POST",
+        &format!("/v1/batches/{id}/cancel"),
+        Some(&admin),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (cancelled.status.as_u16(), &cancelled.body["cancelled"]),
+        (200, &json!(1))
+    );
+}
+on_both!(roles, roles_limit_what_a_key_may_do);
+
+async fn another_tenants_ids_answer_like_unknown_ones(t: &TestApp) {
+    let alice = key(t, "alice", Role::Submit).await;
+    let bob = key(t, "bob", Role::Submit).await;
+    let batch = send(
+        t,
+        "POST",
+        "/v1/batches",
+        Some(&alice),
+        Some(&json!({"jobs": [{"runs": 1000}, {"runs": 1000}]})),
+    )
+    .await;
+    let id = id_of(&batch);
+    let job = batch.body["job_ids"][0]
+        .as_str()
+        .expect("job id")
+        .to_owned();
+    let single = id_of(
+        &send(
+            t,
+            "POST",
+            "/v1/jobs",
+            Some(&alice),
+            Some(&json!({"runs": 1000})),
+        )
+        .await,
+    );
+    let unknown = uuid::Uuid::now_v7().to_string();
+    for (uri, method) in [
+        (format!("/v1/batches/{id}"), "GET"),
+        (format!("/v1/batches/{id}/jobs"), "GET"),
+        (format!("/v1/jobs/{job}"), "GET"),
+        (format!("/v1/jobs/{single}"), "GET"),
+        (format!("/v1/jobs/{job}/cancel"), "POST"),
+        (format!("/v1/batches/{id}/cancel"), "POST"),
+    ] {
+        let theirs = send(t, method, &uri, Some(&bob), None).await;
+        let none = send(
+            t,
+            method,
+            &uri.replace(&id, &unknown)
+                .replace(&job, &unknown)
+                .replace(&single, &unknown),
+            Some(&bob),
+            None,
+        )
+        .await;
+        theirs.assert_problem(404, "/problems/not-found");
+        none.assert_problem(404, "/problems/not-found");
+        // The same answer, but for the id it names.
+        let masked = |a: &Answer| {
+            a.body["detail"]
+                .as_str()
+                .unwrap()
+                .replace(&unknown, "ID")
+                .replace(&id, "ID")
+                .replace(&job, "ID")
+                .replace(&single, "ID")
+        };
+        assert_eq!(masked(&theirs), masked(&none), "{uri}");
+    }
+    // Nothing of alice's was cancelled by bob's tries.
+    let mine = send(t, "GET", &format!("/v1/batches/{id}"), Some(&alice), None).await;
+    assert_eq!(mine.body["counts"]["cancelled"], 0, "{:#?}", mine.body);
+    assert_eq!(
+        send(t, "GET", &format!("/v1/jobs/{single}"), Some(&alice), None)
+            .await
+            .body["state"],
+        "queued"
+    );
+}
+on_both!(isolation, another_tenants_ids_answer_like_unknown_ones);
+
+async fn idempotency_keys_are_per_tenant(t: &TestApp) {
+    let alice = key(t, "alice", Role::Submit).await;
+    let bob = key(t, "bob", Role::Submit).await;
+    let post = |key: String| async move {
+        let request = Request::post("/v1/batches")
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("Idempotency-Key", "run-1")
+            .body(Body::from(json!({"jobs": [{"runs": 1000}]}).to_string()))
+            .unwrap();
+        t.send(request).await
+    };
+    let a = post(alice.clone()).await;
+    let b = post(bob.clone()).await;
+    assert_eq!((a.status.as_u16(), b.status.as_u16()), (202, 202));
+    assert_ne!(a.body["id"], b.body["id"], "bob must not get alice's batch");
+    assert!(!b.headers.contains_key("idempotent-replayed"));
+    let again = post(alice).await;
+    assert_eq!(again.body["id"], a.body["id"]);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    let bobs = send(
+        t,
+        "GET",
+        &format!("/v1/batches/{}", b.body["id"].as_str().unwrap()),
+        Some(&bob),
+        None,
+    )
+    .await;
+    assert_eq!(bobs.status, 200);
+}
+on_both!(idempotency_per_tenant, idempotency_keys_are_per_tenant);
+
+async fn a_revoked_key_stops_working(t: &TestApp) {
+    let alice = key(t, "alice", Role::Submit).await;
+    let id = mcq_keys::parse(&alice).unwrap().id.to_owned();
+    assert_eq!(
+        send(
+            t,
+            "GET",
+            "/v1/batches/00000000-0000-0000-0000-000000000000",
+            Some(&alice),
+            None
+        )
+        .await
+        .status,
+        404
+    );
+    t.store
+        .revoke_key(&id)
+        .await
+        .expect("revoke")
+        .expect("the key exists");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = send(
+            t,
+            "GET",
+            "/v1/batches/00000000-0000-0000-0000-000000000000",
+            Some(&alice),
+            None,
+        )
+        .await;
+        if answer.status == 401 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the revoked key still works: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Revoking every key does not reopen the server.
+    send(t, "GET", "/v1/workers", None, None)
+        .await
+        .assert_problem(401, "/problems/unauthorized");
+}
+on_both!(revoked, a_revoked_key_stops_working);
+
+async fn quotas_refuse_work_past_the_limits(t: &TestApp) {
+    let alice = key(t, "alice", Role::Submit).await;
+    t.store
+        .set_tenant_limits(
+            "alice",
+            TenantLimits {
+                max_active_jobs: Some(3),
+                max_paths_per_job: Some(10_000),
+            },
+        )
+        .await
+        .expect("limits");
+    let two = json!({"jobs": [{"runs": 1000}, {"runs": 1000}]});
+    id_of(&send(t, "POST", "/v1/batches", Some(&alice), Some(&two)).await);
+    let over = send(t, "POST", "/v1/batches", Some(&alice), Some(&two)).await;
+    over.assert_problem(429, "/problems/quota-exceeded");
+    assert_eq!(over.headers[header::RETRY_AFTER], "5");
+    id_of(
+        &send(
+            t,
+            "POST",
+            "/v1/jobs",
+            Some(&alice),
+            Some(&json!({"runs": 1000})),
+        )
+        .await,
+    );
+    send(
+        t,
+        "POST",
+        "/v1/jobs",
+        Some(&alice),
+        Some(&json!({"runs": 1000})),
+    )
+    .await
+    .assert_problem(429, "/problems/quota-exceeded");
+    // Paths per job: a spec past the limit names its field.
+    let bob = key(t, "bob", Role::Submit).await;
+    t.store
+        .set_tenant_limits(
+            "bob",
+            TenantLimits {
+                max_active_jobs: None,
+                max_paths_per_job: Some(10_000),
+            },
+        )
+        .await
+        .expect("limits");
+    let big = send(
+        t,
+        "POST",
+        "/v1/batches",
+        Some(&bob),
+        Some(&json!({"jobs": [{"runs": 10_000}, {"runs": 10_001}, {"target_std_error": 5e-324}]})),
+    )
+    .await;
+    big.assert_problem(422, "/problems/invalid-spec");
+    assert_eq!(big.pointers(), ["/jobs/1/runs", "/jobs/2/target_std_error"]);
+    assert_eq!(t.jobs_in_database().await, 3, "refused work stores nothing");
+}
+on_both!(quotas, quotas_refuse_work_past_the_limits);
+
+async fn writes_without_a_key_need_a_json_content_type(t: &TestApp) {
+    let id = id_of(
+        &t.post_json("/v1/batches", &json!({"jobs": [{"runs": 1000}]}))
+            .await,
+    );
+    let uri = format!("/v1/batches/{id}/cancel");
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let mut request = Request::post(&uri);
+        if let Some(content_type) = content_type {
+            request = request.header(header::CONTENT_TYPE, content_type);
+        }
+        t.send(request.body(Body::from("x=1")).unwrap())
+            .await
+            .assert_problem(415, "/problems/unsupported-media-type");
+    }
+    let still = t.get(&format!("/v1/batches/{id}")).await;
+    assert_eq!(still.body["counts"]["cancelled"], 0, "{:#?}", still.body);
+    let cancelled = t.post_empty(&uri).await;
+    assert_eq!(
+        (cancelled.status.as_u16(), &cancelled.body["cancelled"]),
+        (200, &json!(1))
+    );
+}
+on_both!(cross_site, writes_without_a_key_need_a_json_content_type);
+
+async fn only_allowed_hosts_are_answered(t: &TestApp) {
+    let app = mcq_api::app(mcq_api::AppState {
+        store: t.store.clone(),
+        config: mcq_api::ApiConfig {
+            allowed_hosts: vec!["mcq.example".into(), "localhost".into()],
+            ..crate::harness::test_config()
+        },
+    });
+    let status = |host: &'static str| {
+        let app = app.clone();
+        async move {
+            let request = Request::get("/v1/workers")
+                .header(header::HOST, host)
+                .body(Body::empty())
+                .unwrap();
+            tower::ServiceExt::oneshot(app, request)
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(status("mcq.example").await, 200);
+    assert_eq!(status("MCQ.example:8080").await, 200);
+    assert_eq!(status("localhost:8080").await, 200);
+    assert_eq!(status("attacker.example").await, 421);
+    assert_eq!(status("mcq.example.attacker.example").await, 421);
+}
+on_both!(allowed_hosts, only_allowed_hosts_are_answered);
