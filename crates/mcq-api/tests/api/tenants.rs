@@ -232,6 +232,17 @@ async fn another_tenants_ids_answer_like_unknown_ones(t: &TestApp) {
         };
         assert_eq!(masked(&theirs), masked(&none), "{uri}");
     }
+    // Lists are per tenant too.
+    let listed = send(t, "GET", "/v1/batches", Some(&bob), None).await;
+    assert_eq!(listed.status, 200, "{:#?}", listed.body);
+    assert_eq!(listed.body["batches"], json!([]), "{:#?}", listed.body);
+    let mine = send(t, "GET", "/v1/batches", Some(&alice), None).await;
+    assert_eq!(
+        mine.body["batches"][0]["id"],
+        id.as_str(),
+        "{:#?}",
+        mine.body
+    );
     // Nothing of alice's was cancelled by bob's tries.
     let mine = send(t, "GET", &format!("/v1/batches/{id}"), Some(&alice), None).await;
     assert_eq!(mine.body["counts"]["cancelled"], 0, "{:#?}", mine.body);
