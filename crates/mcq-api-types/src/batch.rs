@@ -25,9 +25,37 @@ pub struct BatchRequest {
     /// Within the submitting tenant, batches of higher priority are claimed
     /// first (-100 to 100, default 0); between tenants, claims share fairly
     /// whatever the priorities.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_priority"
+    )]
     #[cfg_attr(feature = "openapi", schema(minimum = -100, maximum = 100))]
     pub priority: Option<i16>,
+}
+
+/// Reads a priority written as an integer or as an integral number
+/// (`11.0`), as JSON Schema counts them; the range is checked where the
+/// batch is validated.
+fn whole_priority<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<i16>, D::Error> {
+    use serde::de::Error as _;
+    let Some(number) = Option::<f64>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let whole =
+        number.fract() == 0.0 && (f64::from(i16::MIN)..=f64::from(i16::MAX)).contains(&number);
+    if !whole {
+        return Err(D::Error::custom(format!(
+            "invalid value: {number}, expected a whole number from -100 to 100"
+        )));
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a whole number inside i16's range, checked above"
+    )]
+    Ok(Some(number as i16))
 }
 
 /// Answer of `POST /v1/batches` (status 202).
@@ -141,6 +169,21 @@ pub struct BatchCancelled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_priority_is_a_whole_number_however_it_is_written() {
+        let read = |json: &str| serde_json::from_str::<BatchRequest>(json).map(|r| r.priority);
+        assert_eq!(read(r#"{"jobs":[{}]}"#).unwrap(), None);
+        assert_eq!(read(r#"{"jobs":[{}],"priority":null}"#).unwrap(), None);
+        assert_eq!(read(r#"{"jobs":[{}],"priority":-7}"#).unwrap(), Some(-7));
+        assert_eq!(read(r#"{"jobs":[{}],"priority":11.0}"#).unwrap(), Some(11));
+        for bad in ["11.5", "1e9", "\"3\""] {
+            assert!(
+                read(&format!(r#"{{"jobs":[{{}}],"priority":{bad}}}"#)).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn a_request_without_label_is_just_its_jobs() {

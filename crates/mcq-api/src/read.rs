@@ -279,11 +279,13 @@ pub(crate) fn parse_limit(text: &str, max: u32) -> Option<u32> {
     post,
     path = "/v1/jobs/{id}/cancel",
     tag = "jobs",
+    request_body(content = serde_json::Value, content_type = "application/json", description = "Ignored; any JSON value (e.g. `{}`). The JSON content type is what a browser cannot send from another site."),
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "The job's state afterwards (a finished job keeps its state)", body = JobCancelled),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such job (or not a UUID, or another tenant's)", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Without an API key, a cancel must say `Content-Type: application/json`, so that other web sites cannot send it", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -310,11 +312,13 @@ pub(crate) async fn cancel_job(
     post,
     path = "/v1/batches/{id}/cancel",
     tag = "batches",
+    request_body(content = serde_json::Value, content_type = "application/json", description = "Ignored; any JSON value (e.g. `{}`). The JSON content type is what a browser cannot send from another site."),
     params(("id" = uuid::Uuid, Path, description = "Batch id")),
     responses(
         (status = 200, description = "How many jobs were cancelled", body = BatchCancelled),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such batch (or not a UUID, or another tenant's)", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Without an API key, a cancel must say `Content-Type: application/json`, so that other web sites cannot send it", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
