@@ -212,6 +212,15 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::IdempotencyConflict => ApiError::IdempotencyConflict,
+            StoreError::QuotaExceeded {
+                limit,
+                active,
+                adding,
+            } => ApiError::QuotaExceeded {
+                limit,
+                active,
+                adding,
+            },
             // The handlers validate first, so this only fires if the queue
             // is stricter than the kernel; it is still the client's input.
             StoreError::InvalidSpec { index, message } => ApiError::InvalidSpec {

@@ -57,17 +57,19 @@ pub(crate) async fn submit_job(
         fingerprint: fingerprint("POST /v1/jobs", &spec),
     });
     let spec = prepare(vec![spec], &caller.limits, |_| String::new())?.remove(0);
-    check_quota(&state, &caller, 1).await?;
     let submitted = state
         .store
-        .submit(Submission {
-            tenant: caller.tenant,
-            priority: 0,
-            as_batch: false,
-            label: None,
-            jobs: vec![spec],
-            idempotency,
-        })
+        .submit_within(
+            Submission {
+                tenant: caller.tenant,
+                priority: 0,
+                as_batch: false,
+                label: None,
+                jobs: vec![spec],
+                idempotency,
+            },
+            caller.limits.max_active_jobs,
+        )
         .await?;
     let id = *submitted.job_ids.first().ok_or(ApiError::Internal)?;
     let Some(view) = state.store.job(id, caller.scope()).await? else {
@@ -122,7 +124,6 @@ pub(crate) async fn submit_batch(
             detail: "a batch needs at least one job".into(),
         }]));
     }
-    check_quota(&state, &caller, request.jobs.len()).await?;
     // Validating tens of thousands of specs takes milliseconds, but it is
     // still CPU work: keep it off the async workers.
     let limits = caller.limits;
@@ -141,16 +142,21 @@ pub(crate) async fn submit_batch(
     })
     .await
     .map_err(|_| ApiError::Internal)??;
+    // The quota is counted with the insert, so racing submissions cannot
+    // pass it together.
     let submitted = state
         .store
-        .submit(Submission {
-            tenant: caller.tenant,
-            priority,
-            as_batch: true,
-            label,
-            jobs,
-            idempotency,
-        })
+        .submit_within(
+            Submission {
+                tenant: caller.tenant,
+                priority,
+                as_batch: true,
+                label,
+                jobs,
+                idempotency,
+            },
+            caller.limits.max_active_jobs,
+        )
         .await?;
     let Some(id) = submitted.batch_id else {
         tracing::error!("batch submission returned no batch id");
@@ -191,26 +197,6 @@ fn check_label(label: Option<&str>) -> Result<(), ApiError> {
 fn text_problem(text: &str) -> Option<&'static str> {
     text.contains('\0')
         .then_some("must not contain the character U+0000 (NUL)")
-}
-
-/// Refuses a submission of `adding` jobs that would take the caller's
-/// tenant past its quota of queued and running jobs. A check before the
-/// insert, not a lock: submissions racing each other may together pass
-/// the quota by the size of the others in flight.
-async fn check_quota(state: &AppState, caller: &Caller, adding: usize) -> Result<(), ApiError> {
-    let Some(limit) = caller.limits.max_active_jobs else {
-        return Ok(());
-    };
-    let adding = adding as u64;
-    let active = state.store.active_jobs(caller.tenant).await?;
-    if active.saturating_add(adding) > limit {
-        return Err(ApiError::QuotaExceeded {
-            limit,
-            active,
-            adding,
-        });
-    }
-    Ok(())
 }
 
 /// The tenant's limit of paths per job against one spec: a refusal with

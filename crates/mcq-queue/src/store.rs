@@ -26,6 +26,17 @@ pub enum StoreError {
     /// The idempotency key was used before with a different request.
     #[error("idempotency key reused with a different request")]
     IdempotencyConflict,
+    /// The submission would take its tenant past its quota of queued and
+    /// running jobs (see [`Store::submit_within`]); nothing was stored.
+    #[error("{active} jobs queued or running and {adding} more would pass the quota of {limit}")]
+    QuotaExceeded {
+        /// The tenant's `max_active_jobs`.
+        limit: u64,
+        /// Its jobs queued or running when the submission was counted.
+        active: u64,
+        /// Jobs in the submission.
+        adding: u64,
+    },
     /// The database URL is not one we support.
     #[error("unsupported database URL {0:?}: use postgres://… or sqlite:…")]
     UnsupportedUrl(String),
@@ -243,7 +254,20 @@ impl Store {
 
     /// Enqueues a job or a batch in bulk, all or nothing.
     pub async fn submit(&self, submission: Submission) -> Result<Submitted, StoreError> {
-        dispatch!(self, q => q.submit(submission).await)
+        self.submit_within(submission, None).await
+    }
+    /// Enqueues as [`Store::submit`] does, unless the submission would take
+    /// its tenant past `max_active_jobs` jobs queued or running
+    /// ([`StoreError::QuotaExceeded`], nothing stored). The count and the
+    /// insert are one step for the tenant: submissions racing each other
+    /// never pass the quota together. A repeated idempotency key is
+    /// answered with what it created, whatever the count.
+    pub async fn submit_within(
+        &self,
+        submission: Submission,
+        max_active_jobs: Option<u64>,
+    ) -> Result<Submitted, StoreError> {
+        dispatch!(self, q => q.submit(submission, max_active_jobs).await)
     }
     /// One job with its result, if it exists within `scope`.
     pub async fn job(&self, id: Uuid, scope: Scope) -> Result<Option<JobView>, StoreError> {

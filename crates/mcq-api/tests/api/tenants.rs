@@ -395,6 +395,144 @@ async fn quotas_refuse_work_past_the_limits(t: &TestApp) {
 }
 on_both!(quotas, quotas_refuse_work_past_the_limits);
 
+async fn a_repeated_key_is_answered_even_at_the_quota(t: &TestApp) {
+    let alice = key(t, "alice", Role::Submit).await;
+    t.store
+        .set_tenant_limits(
+            "alice",
+            TenantLimits {
+                max_active_jobs: Some(2),
+                max_paths_per_job: None,
+            },
+        )
+        .await
+        .expect("limits");
+    let two = json!({"jobs": [{"runs": 1000}, {"runs": 1000}]});
+    let post = |idempotency: &'static str| {
+        Request::post("/v1/batches")
+            .header(header::AUTHORIZATION, format!("Bearer {alice}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("Idempotency-Key", idempotency)
+            .body(Body::from(two.to_string()))
+            .unwrap()
+    };
+    let first = t.send(post("fill")).await;
+    let id = id_of(&first);
+    // The tenant is at its quota; the same request again adds nothing.
+    let again = t.send(post("fill")).await;
+    assert_eq!(id_of(&again), id);
+    assert_eq!(again.headers[mcq_api_types::IDEMPOTENT_REPLAYED], "true");
+    t.send(post("other"))
+        .await
+        .assert_problem(429, "/problems/quota-exceeded");
+    assert_eq!(t.jobs_in_database().await, 2);
+}
+on_both!(quota_replay, a_repeated_key_is_answered_even_at_the_quota);
+
+/// Submissions racing each other near the quota: the count and the insert
+/// are one step per tenant, so together they never pass it.
+async fn racing_submissions_never_pass_the_quota(t: &TestApp) {
+    const LIMIT: usize = 30;
+    const BEFORE: usize = 20;
+    let alice = key(t, "alice", Role::Submit).await;
+    t.store
+        .set_tenant_limits(
+            "alice",
+            TenantLimits {
+                max_active_jobs: Some(LIMIT as u64),
+                max_paths_per_job: None,
+            },
+        )
+        .await
+        .expect("limits");
+    let batch = |n: usize| json!({"jobs": vec![json!({"runs": 1000}); n]});
+    id_of(&send(t, "POST", "/v1/batches", Some(&alice), Some(&batch(BEFORE))).await);
+    // 48 submissions of 1 to 4 jobs (120 jobs) for the 10 places left,
+    // some of them single jobs, all sent at once.
+    let mut racing = tokio::task::JoinSet::new();
+    for i in 0..48 {
+        let size = 1 + i % 4;
+        let (uri, body) = if size == 1 && i % 8 == 0 {
+            ("/v1/jobs", json!({"runs": 1000}))
+        } else {
+            ("/v1/batches", batch(size))
+        };
+        let request = Request::post(uri)
+            .header(header::AUTHORIZATION, format!("Bearer {alice}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let app = t.app.clone();
+        racing.spawn(async move {
+            let response = tower::ServiceExt::oneshot(app, request)
+                .await
+                .expect("the router is infallible");
+            let status = response.status().as_u16();
+            let headers = response.headers().clone();
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .expect("body");
+            let body: Value = serde_json::from_slice(&bytes).expect("a JSON answer");
+            (size, status, headers, body)
+        });
+    }
+    let (mut accepted, mut refused) = (0, 0);
+    while let Some(answer) = racing.join_next().await {
+        let (size, status, headers, body) = answer.expect("a request task");
+        match status {
+            202 => accepted += size,
+            429 => {
+                refused += 1;
+                assert_eq!(body["type"], "/problems/quota-exceeded", "{body:#}");
+                assert_eq!(headers[header::RETRY_AFTER], "5");
+                assert_eq!(headers[header::CONTENT_TYPE], "application/problem+json");
+            }
+            other => panic!("a racing submission was answered {other}: {body:#}"),
+        }
+    }
+    assert!(
+        BEFORE + accepted <= LIMIT,
+        "{accepted} jobs accepted past the {BEFORE} already there: over the quota of {LIMIT}"
+    );
+    // Every refusal saw the tenant too full for its at most 4 jobs, and
+    // nothing finished meanwhile: the quota is filled, not over-refused.
+    assert!(
+        refused > 0 && BEFORE + accepted > LIMIT - 4,
+        "{accepted} accepted, {refused} refused"
+    );
+    // Nothing half-written: the accepted jobs, each batch whole, each job with its task.
+    assert_eq!(t.jobs_in_database().await, (BEFORE + accepted) as i64);
+    for (what, sql) in [
+        (
+            "batches missing jobs",
+            "SELECT count(*) FROM batches b WHERE b.total <> (SELECT count(*) FROM jobs j WHERE j.batch_id = b.id)",
+        ),
+        (
+            "jobs without a task",
+            "SELECT count(*) FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM tasks k WHERE k.job_id = j.id)",
+        ),
+    ] {
+        let n = mcq_testdb::query_i64(&t.url, sql).await.expect(what);
+        assert_eq!(n, 0, "{what}");
+    }
+}
+
+mod quota_race {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        let t = crate::harness::TestApp::sqlite().await;
+        super::racing_submissions_never_pass_the_quota(&t).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let Some(t) = crate::harness::TestApp::postgres().await else {
+            return;
+        };
+        super::racing_submissions_never_pass_the_quota(&t).await;
+    }
+}
+
 async fn writes_without_a_key_need_a_json_content_type(t: &TestApp) {
     let id = id_of(
         &t.post_json("/v1/batches", &json!({"jobs": [{"runs": 1000}]}))

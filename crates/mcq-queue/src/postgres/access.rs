@@ -100,20 +100,29 @@ impl PgQueue {
     /// Distinct jobs among the tenant's queued and running tasks, plus its
     /// staged jobs not yet written out.
     pub(crate) async fn active_jobs(&self, tenant: TenantId) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar(
-            // Two branches, so that each walks its partial index.
-            "SELECT (SELECT count(*) FROM (
-                         SELECT job_id FROM tasks WHERE state = 'queued' AND tenant_id = $1
-                         UNION
-                         SELECT job_id FROM tasks WHERE state = 'running' AND tenant_id = $1) u)
-                  + (SELECT coalesce(sum(cardinality(ids) - next), 0) FROM staged
-                     WHERE tenant_id = $1)::bigint",
-        )
-        .bind(tenant)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        count_active(&self.pool, tenant).await
     }
+}
+
+/// [`PgQueue::active_jobs`] through `executor`: inside a submission's
+/// transaction, after its tenant's lock, the count is exact.
+pub(crate) async fn count_active<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    tenant: TenantId,
+) -> Result<u64, StoreError> {
+    let n: i64 = sqlx::query_scalar(
+        // Two branches, so that each walks its partial index.
+        "SELECT (SELECT count(*) FROM (
+                     SELECT job_id FROM tasks WHERE state = 'queued' AND tenant_id = $1
+                     UNION
+                     SELECT job_id FROM tasks WHERE state = 'running' AND tenant_id = $1) u)
+              + (SELECT coalesce(sum(cardinality(ids) - next), 0) FROM staged
+                 WHERE tenant_id = $1)::bigint",
+    )
+    .bind(tenant)
+    .fetch_one(executor)
+    .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 fn tenant(row: &PgRow) -> Result<Tenant, StoreError> {

@@ -8,10 +8,17 @@
 //! One statement is one round trip and an implicit transaction: no BEGIN,
 //! no COMMIT, so a single job is committed (and its workers woken) a few
 //! round trips sooner, which is most of a fresh job's pickup latency.
+//!
+//! A tenant with a quota of active jobs pays for an exact count instead:
+//! a transaction that takes the tenant's advisory lock ([`QUOTA_LOCK`]),
+//! counts, and runs the same statement. Submissions of one tenant with a
+//! quota follow each other; other tenants, and tenants without one, never
+//! wait for the lock.
 
 use sqlx::Row as _;
 use uuid::Uuid;
 
+use super::access::count_active;
 use super::{CHANNEL, PgQueue};
 use crate::access::TenantId;
 use crate::plan::{self, Plan};
@@ -78,6 +85,13 @@ const SUBMIT: &str = submit_statement!(
 )"
 );
 
+/// The first key of the advisory lock a submission holds on its tenant
+/// (`pg_advisory_xact_lock(QUOTA_LOCK, tenant)`) while it counts the
+/// tenant's active jobs and inserts its own. The two-integer keys are a
+/// space of their own, apart from the single-bigint keys that sqlx's
+/// migrator takes.
+const QUOTA_LOCK: i32 = 0x6d63_7101;
+
 /// Jobs per row of `staged`.
 const STAGED_ROW: usize = 5000;
 
@@ -102,8 +116,13 @@ const SUBMIT_STAGED: &str = submit_statement!(
 impl PgQueue {
     /// Enqueues a submission (see [`SUBMIT`], and [`SUBMIT_STAGED`] for a
     /// large batch of single-task jobs); with a key seen before, replays
-    /// what that submission created instead.
-    pub(crate) async fn submit(&self, submission: Submission) -> Result<Submitted, StoreError> {
+    /// what that submission created instead. With `max_active_jobs`, the
+    /// tenant's count and the insert happen under its lock (see the module).
+    pub(crate) async fn submit(
+        &self,
+        submission: Submission,
+        max_active_jobs: Option<u64>,
+    ) -> Result<Submitted, StoreError> {
         let plan = plan::plan(&submission, self.config.chunks_per_task)?;
         let key = submission.idempotency.as_ref();
         let key_job_ids = match (key, plan.batch_id) {
@@ -162,7 +181,40 @@ impl PgQueue {
                 .bind(submission.tenant)
                 .bind(submission.priority)
         };
-        let row = query.fetch_one(&self.pool).await?;
+        let row = match max_active_jobs {
+            None => query.fetch_one(&self.pool).await?,
+            Some(limit) => {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+                    .bind(QUOTA_LOCK)
+                    .bind(submission.tenant)
+                    .execute(&mut *tx)
+                    .await?;
+                // A statement of its own: its snapshot is taken after the
+                // lock, so it sees every submission that held it before.
+                let active = count_active(&mut *tx, submission.tenant).await?;
+                let adding = plan.jobs.len() as u64;
+                if active.saturating_add(adding) > limit {
+                    let seen = match key {
+                        Some(key) => key_exists(&mut tx, submission.tenant, key).await?,
+                        None => false,
+                    };
+                    tx.rollback().await?;
+                    // A repeated key adds nothing: it is answered as usual.
+                    if let (true, Some(key)) = (seen, key) {
+                        return self.replay(submission.tenant, key).await;
+                    }
+                    return Err(StoreError::QuotaExceeded {
+                        limit,
+                        active,
+                        adding,
+                    });
+                }
+                let row = query.fetch_one(&mut *tx).await?;
+                tx.commit().await?;
+                row
+            }
+        };
         if !row.try_get::<bool, _>("ok")? {
             let key = key.ok_or_else(|| {
                 StoreError::Corrupt("a submission without a key was refused".into())
@@ -225,6 +277,21 @@ impl PgQueue {
             replayed: true,
         })
     }
+}
+
+/// Whether the tenant has used this idempotency key.
+async fn key_exists(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    tenant: TenantId,
+    key: &IdempotencyKey,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = $1 AND key = $2)",
+    )
+    .bind(tenant)
+    .bind(&key.key)
+    .fetch_one(&mut **tx)
+    .await?)
 }
 
 /// The tasks of a plan as the three arrays the insert unnests.

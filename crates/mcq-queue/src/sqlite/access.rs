@@ -112,17 +112,27 @@ impl SqliteQueue {
 
     /// Distinct jobs among the tenant's queued and running tasks.
     pub(crate) async fn active_jobs(&self, tenant: TenantId) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM (
-                 SELECT job_id FROM tasks WHERE state = 'queued' AND tenant_id = ?1
-                 UNION
-                 SELECT job_id FROM tasks WHERE state = 'running' AND tenant_id = ?1)",
-        )
-        .bind(tenant)
-        .fetch_one(&self.reader)
-        .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        count_active(&self.reader, tenant).await
     }
+}
+
+/// [`SqliteQueue::active_jobs`] through `executor`: inside a write
+/// transaction, which holds the database's one write lock, the count is
+/// exact.
+pub(crate) async fn count_active<'e>(
+    executor: impl sqlx::SqliteExecutor<'e>,
+    tenant: TenantId,
+) -> Result<u64, StoreError> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (
+             SELECT job_id FROM tasks WHERE state = 'queued' AND tenant_id = ?1
+             UNION
+             SELECT job_id FROM tasks WHERE state = 'running' AND tenant_id = ?1)",
+    )
+    .bind(tenant)
+    .fetch_one(executor)
+    .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {

@@ -1,10 +1,16 @@
 //! Enqueueing: the whole submission in one transaction, each table filled
 //! by one statement that expands a JSON array bound as a single parameter
 //! (no per-row round trips, no bind-count limits).
+//!
+//! A tenant's quota is counted inside that transaction. It begins with
+//! `BEGIN IMMEDIATE`, which takes the database's one write lock (across
+//! processes too), so no other submission can add jobs between the count
+//! and the commit.
 
 use sqlx::{Row as _, Sqlite, Transaction};
 use uuid::Uuid;
 
+use super::access::count_active;
 use super::{SqliteQueue, now_us};
 use crate::access::TenantId;
 use crate::plan::{self, Plan};
@@ -12,8 +18,14 @@ use crate::store::StoreError;
 use crate::types::{IdempotencyKey, Submission, Submitted};
 
 impl SqliteQueue {
-    /// Inserts the batch, its jobs and their tasks, all or nothing.
-    pub(crate) async fn submit(&self, submission: Submission) -> Result<Submitted, StoreError> {
+    /// Inserts the batch, its jobs and their tasks, all or nothing; refused
+    /// if the tenant would have more than `max_active_jobs` jobs queued or
+    /// running.
+    pub(crate) async fn submit(
+        &self,
+        submission: Submission,
+        max_active_jobs: Option<u64>,
+    ) -> Result<Submitted, StoreError> {
         let plan = plan::plan(&submission, self.config.chunks_per_task)?;
         let now = now_us();
         let mut tx = self.write().await?;
@@ -23,6 +35,19 @@ impl SqliteQueue {
             let replayed = replay(&mut tx, submission.tenant, key).await;
             tx.rollback().await?;
             return replayed;
+        }
+        if let Some(limit) = max_active_jobs {
+            let active = count_active(&mut *tx, submission.tenant).await?;
+            let adding = plan.jobs.len() as u64;
+            if active.saturating_add(adding) > limit {
+                // Also forgets the key claimed above.
+                tx.rollback().await?;
+                return Err(StoreError::QuotaExceeded {
+                    limit,
+                    active,
+                    adding,
+                });
+            }
         }
         if let Some(batch_id) = plan.batch_id {
             sqlx::query(

@@ -60,6 +60,7 @@ conformance! {
     tenants::a_flood_does_not_delay_another_tenants_job,
     tenants::claims_share_equally_between_waiting_tenants,
     tenants::priority_orders_a_tenants_batches,
+    tenants::racing_submissions_stay_within_the_quota,
     jobs::submit_creates_queued_jobs_and_tasks,
     jobs::empty_submission_is_refused,
     jobs::idempotent_submit_replays_and_conflicts,

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use mcq_queue::{NewKey, Role, Scope, Submission, TenantLimits};
+use mcq_queue::{IdempotencyKey, NewKey, Role, Scope, StoreError, Submission, TenantLimits};
 use uuid::Uuid;
 
 use crate::harness::{Db, batch, job, single, submit, worker};
@@ -202,4 +202,73 @@ pub(crate) async fn priority_orders_a_tenants_batches(db: &Db) {
     assert_eq!(ids, high.job_ids.iter().copied().collect());
     let next = store.claim(w, 5).await.unwrap();
     assert!(next.iter().all(|t| low.job_ids.contains(&t.job_id)));
+}
+
+/// Submissions of one tenant racing each other near its quota: the count
+/// and the insert are one step, so together they never pass it. A key used
+/// before is answered with what it created, whatever the count.
+pub(crate) async fn racing_submissions_stay_within_the_quota(db: &Db) {
+    const LIMIT: u64 = 12;
+    let store = db.default_store().await;
+    let alice = tenant(&store, "alice").await;
+    // 24 submissions of 1 to 3 jobs (48 jobs) for 12 places, all at once.
+    let mut racing = tokio::task::JoinSet::new();
+    for i in 0..24u64 {
+        let store = store.clone();
+        let size = 1 + i % 3;
+        racing.spawn(async move {
+            let submission = if size == 1 {
+                of(alice, single(i))
+            } else {
+                of(alice, batch(size))
+            };
+            (size, store.submit_within(submission, Some(LIMIT)).await)
+        });
+    }
+    let mut accepted = 0;
+    while let Some(answer) = racing.join_next().await {
+        match answer.expect("a submission task") {
+            (size, Ok(_)) => accepted += size,
+            (
+                size,
+                Err(StoreError::QuotaExceeded {
+                    limit,
+                    active,
+                    adding,
+                }),
+            ) => {
+                assert_eq!((limit, adding), (LIMIT, size));
+                assert!(active + adding > LIMIT, "{active} + {adding}");
+            }
+            (_, Err(other)) => panic!("a racing submission failed: {other}"),
+        }
+    }
+    // Nothing finished meanwhile, so every refusal saw the tenant too full
+    // for its at most 3 jobs: the quota is filled, never passed.
+    assert!(
+        accepted <= LIMIT && accepted > LIMIT - 3,
+        "{accepted} accepted"
+    );
+    assert_eq!(store.active_jobs(alice).await.unwrap(), accepted);
+
+    let bob = tenant(&store, "bob").await;
+    let keyed = |key: &str| Submission {
+        idempotency: Some(IdempotencyKey {
+            key: key.into(),
+            fingerprint: "two jobs".into(),
+        }),
+        ..of(bob, batch(2))
+    };
+    let first = store.submit_within(keyed("k"), Some(2)).await.unwrap();
+    let again = store.submit_within(keyed("k"), Some(2)).await.unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.job_ids, first.job_ids);
+    assert!(matches!(
+        store.submit_within(keyed("j"), Some(2)).await,
+        Err(StoreError::QuotaExceeded { active: 2, .. })
+    ));
+    assert_eq!(store.active_jobs(bob).await.unwrap(), 2);
+    // A refused key was not kept: with room again it is a new submission.
+    let fresh = store.submit_within(keyed("j"), Some(4)).await.unwrap();
+    assert!(!fresh.replayed);
 }
