@@ -12,11 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mcq_queue::{DEFAULT_TENANT, KeyRecord, Role, Scope, Store, TenantId, TenantLimits};
 
+use crate::body::drain_refused;
 use crate::extract::is_json;
 use crate::problem::ApiError;
 
@@ -95,6 +97,8 @@ pub(crate) struct Gate {
     /// Every (method, route) of [`crate::routes`]: another method on a
     /// route is answered 405 by the router, before any key is asked for.
     served: Arc<HashSet<(Method, &'static str)>>,
+    /// Most bytes of a refused request's body read before answering.
+    drain: u64,
     cache: Arc<Mutex<Cache>>,
 }
 
@@ -106,10 +110,16 @@ struct Cache {
 }
 
 impl Gate {
-    pub(crate) fn new(store: Store, open_without_keys: bool, allowed_hosts: Vec<String>) -> Gate {
+    pub(crate) fn new(
+        store: Store,
+        open_without_keys: bool,
+        allowed_hosts: Vec<String>,
+        drain: u64,
+    ) -> Gate {
         Gate {
             store,
             open_without_keys,
+            drain,
             allowed_hosts: Arc::new(
                 allowed_hosts
                     .into_iter()
@@ -248,67 +258,93 @@ fn bearer(value: &str) -> Option<&str> {
 
 /// Checks the Host, finds the caller and their role against the route's
 /// need, and refuses cross-site writes; the caller goes into the request
-/// (for handlers) and the response (for the access log).
-pub(crate) async fn authorize(
-    State(gate): State<Gate>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    if !gate.host_allowed(request.headers()) {
-        return ApiError::HostNotAllowed.into_response();
-    }
-    let Some(route) = request.extensions().get::<MatchedPath>().cloned() else {
-        // No route: the fallback answers 404.
-        return next.run(request).await;
+/// (for handlers) and the response (for the access log). A refused
+/// request's body is drained first (see `body`), so that a client writing
+/// it all before reading receives the answer.
+pub(crate) async fn authorize(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let (caller, refusal) = match admit(&gate, &parts).await {
+        Admission::Pass => return next.run(Request::from_parts(parts, body)).await,
+        Admission::Caller(caller) => (Some(caller), None),
+        Admission::Refused(caller, err) => (caller, Some(err)),
     };
-    let method = if request.method() == Method::HEAD {
+    let mut response = match refusal {
+        Some(err) => {
+            drain_refused(&parts.headers, body, gate.drain).await;
+            err.into_response()
+        }
+        None => {
+            if let Some(caller) = &caller {
+                parts.extensions.insert(caller.clone());
+            }
+            next.run(Request::from_parts(parts, body)).await
+        }
+    };
+    if let Some(caller) = caller {
+        response.extensions_mut().insert(caller);
+    }
+    response
+}
+
+/// What the gate makes of a request.
+enum Admission {
+    /// Not the gate's business: no route, another method (405), or a route
+    /// that needs nobody.
+    Pass,
+    /// Served, acting as this caller.
+    Caller(Caller),
+    /// Refused, with the caller when one was found.
+    Refused(Option<Caller>, ApiError),
+}
+
+async fn admit(gate: &Gate, request: &Parts) -> Admission {
+    if !gate.host_allowed(&request.headers) {
+        return Admission::Refused(None, ApiError::HostNotAllowed);
+    }
+    let Some(route) = request.extensions.get::<MatchedPath>() else {
+        // No route: the fallback answers 404.
+        return Admission::Pass;
+    };
+    let method = if request.method == Method::HEAD {
         Method::GET
     } else {
-        request.method().clone()
+        request.method.clone()
     };
     if !gate.served.contains(&(method, route.as_str())) {
-        return next.run(request).await;
+        return Admission::Pass;
     }
-    let Needs::Role(role) = needs(request.method(), route.as_str()) else {
-        return next.run(request).await;
+    let Needs::Role(role) = needs(&request.method, route.as_str()) else {
+        return Admission::Pass;
     };
     let authorization = request
-        .headers()
+        .headers
         .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or_default().to_owned());
-    let caller = match gate.caller(authorization.as_deref()).await {
+        .map(|v| v.to_str().unwrap_or_default());
+    let caller = match gate.caller(authorization).await {
         Ok(caller) => caller,
-        Err(err) => return err.into_response(),
+        Err(err) => return Admission::Refused(None, err),
     };
-    let refusal = if caller.role < role {
-        Some(ApiError::Forbidden {
+    if caller.role < role {
+        let err = ApiError::Forbidden {
             detail: format!(
                 "this needs a key with the {role} role (or above); this key has {}",
                 caller.role
             ),
-        })
-    } else if authorization.is_none()
-        && writes(request.method())
+        };
+        return Admission::Refused(Some(caller), err);
+    }
+    if authorization.is_none()
+        && writes(&request.method)
         && bodiless(route.as_str())
-        && !is_json(request.headers())
+        && !is_json(&request.headers)
     {
         // A browser sends a cross-site POST without asking first only with
         // a form's content types; with JSON it must ask (CORS preflight),
         // and this server never agrees. Submissions are held to the same
         // rule by their body's extractor, which also drains the body.
-        Some(ApiError::CrossSiteWrite)
-    } else {
-        None
-    };
-    let mut response = match refusal {
-        Some(err) => err.into_response(),
-        None => {
-            request.extensions_mut().insert(caller.clone());
-            next.run(request).await
-        }
-    };
-    response.extensions_mut().insert(caller);
-    response
+        return Admission::Refused(Some(caller), ApiError::CrossSiteWrite);
+    }
+    Admission::Caller(caller)
 }
 
 /// Writes that take no body (the cancels): nothing else checks their

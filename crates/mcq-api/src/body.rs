@@ -6,8 +6,9 @@
 //! and closes with unread bytes in its receive buffer, the kernel resets
 //! the connection and the client sees a broken pipe instead of the answer.
 //! So a body over the limit, or one sent with a request refused before
-//! its body mattered, is read to its end and thrown away — up to
-//! [`DRAIN_BYTES`] — before the answer leaves.
+//! its body mattered (401, 403, 404, 405, 415, 421, 431, …), is read to its
+//! end and thrown away — up to the body limit plus [`DRAIN_BYTES`], within
+//! the request timeout — before the answer leaves.
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, header};
@@ -39,6 +40,26 @@ fn expects_continue(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
 }
 
+/// Most bytes read and discarded from the body of a request refused with
+/// a body limit of `limit`: the limit itself plus [`DRAIN_BYTES`], for a
+/// 413 and for every refusal before the body mattered alike.
+pub(crate) fn drain_bound(limit: usize) -> u64 {
+    u64::try_from(limit)
+        .unwrap_or(u64::MAX)
+        .saturating_add(DRAIN_BYTES)
+}
+
+/// Reads and drops the body of a refused request, at most `bound` bytes
+/// (see the module) — unless the client waits for `100 Continue`, which
+/// reads the answer at once, or declares a body past `bound`, which is not
+/// worth reading at all.
+pub(crate) async fn drain_refused(headers: &HeaderMap, body: Body, bound: u64) {
+    if expects_continue(headers) || content_length(headers).is_some_and(|n| n > bound) {
+        return;
+    }
+    discard(body, bound).await;
+}
+
 /// Reads the whole body if it holds at most `limit` bytes; otherwise
 /// discards it (see the module) and answers [`ApiError::BodyTooLarge`].
 pub(crate) async fn read_limited(
@@ -49,13 +70,8 @@ pub(crate) async fn read_limited(
     let too_large = ApiError::BodyTooLarge { limit };
     let declared = content_length(headers);
     let limit_u64 = u64::try_from(limit).unwrap_or(u64::MAX);
-    if let Some(declared) = declared.filter(|&n| n > limit_u64) {
-        // A client waiting for `100 Continue` reads the answer at once; a
-        // body past what would be drained is not worth reading at all.
-        let bound = limit_u64.saturating_add(DRAIN_BYTES);
-        if !expects_continue(headers) && declared <= bound {
-            discard(body, bound).await;
-        }
+    if declared.is_some_and(|n| n > limit_u64) {
+        drain_refused(headers, body, drain_bound(limit)).await;
         return Err(too_large);
     }
     let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit));
@@ -80,7 +96,7 @@ pub(crate) async fn read_limited(
 }
 
 /// Reads and drops the rest of `body`, at most `bound` bytes of it.
-pub(crate) async fn discard(mut body: Body, bound: u64) {
+async fn discard(mut body: Body, bound: u64) {
     let mut seen: u64 = 0;
     while let Some(Ok(frame)) = body.frame().await {
         if let Ok(data) = frame.into_data() {

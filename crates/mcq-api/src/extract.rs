@@ -10,7 +10,7 @@ use mcq_api_types::IDEMPOTENCY_KEY;
 use uuid::Uuid;
 
 use crate::AppState;
-use crate::body::{DRAIN_BYTES, discard, read_limited};
+use crate::body::{drain_bound, drain_refused, read_limited};
 use crate::decode::{Decode, decode};
 use crate::problem::ApiError;
 
@@ -30,7 +30,12 @@ impl<T: Decode> FromRequest<AppState> for JsonBody<T> {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let (parts, body) = req.into_parts();
         if !is_json(&parts.headers) {
-            discard(body, DRAIN_BYTES).await;
+            drain_refused(
+                &parts.headers,
+                body,
+                drain_bound(state.config.max_body_bytes),
+            )
+            .await;
             return Err(ApiError::UnsupportedMediaType);
         }
         let bytes = read_limited(&parts.headers, body, state.config.max_body_bytes).await?;

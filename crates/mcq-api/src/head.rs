@@ -6,11 +6,11 @@
 //! refused here, with the same envelope as every other error; only heads
 //! past hyper's own limits get its bodyless answer (docs/api.md lists them).
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 
-use crate::body::{DRAIN_BYTES, discard};
+use crate::body::drain_refused;
 use crate::problem::ApiError;
 
 /// Longest request target (path and query) in bytes; hyper's own limit
@@ -21,8 +21,9 @@ pub(crate) const MAX_HEADERS: usize = 100;
 /// Most bytes of header names and values together.
 pub(crate) const MAX_HEADER_BYTES: usize = 32 * 1024;
 
-/// Middleware: refuses an oversized head before routing.
-pub(crate) async fn check(request: Request, next: Next) -> Response {
+/// Middleware: refuses an oversized head before routing, after draining
+/// up to `drain` bytes of its body.
+pub(crate) async fn check(State(drain): State<u64>, request: Request, next: Next) -> Response {
     let error = if request.uri().to_string().len() > MAX_URI_BYTES {
         Some(ApiError::UriTooLong {
             limit: MAX_URI_BYTES,
@@ -42,7 +43,8 @@ pub(crate) async fn check(request: Request, next: Next) -> Response {
     };
     match error {
         Some(error) => {
-            discard(request.into_body(), DRAIN_BYTES).await;
+            let (parts, body) = request.into_parts();
+            drain_refused(&parts.headers, body, drain).await;
             error.into_response()
         }
         None => next.run(request).await,

@@ -30,7 +30,6 @@ mod wait;
 
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, Uri};
 use axum::middleware::{self, Next};
@@ -128,24 +127,32 @@ pub fn app(state: AppState) -> Router {
     for (_, path, route) in routes() {
         router = router.route(path, route);
     }
-    // The body extractor reads bodies itself, within `max_body_bytes`;
-    // axum's default limit of 2 MB must not cut in first.
+    // Every refusal drains what the client sends up to the bound of a 413
+    // (see `body`), inside the timeout: a client trickling a refused body
+    // holds its connection no longer than any request.
+    let drain = body::drain_bound(state.config.max_body_bytes);
     let gate = access::Gate::new(
         state.store.clone(),
         state.config.open_without_keys,
         state.config.allowed_hosts.clone(),
+        drain,
     );
+    // The body extractor reads bodies itself, within `max_body_bytes`;
+    // axum's default limit of 2 MB must not cut in first.
     router
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(gate, access::authorize))
         .layer(middleware::from_fn_with_state(
+            drain,
+            origin::same_origin_writes,
+        ))
+        .layer(middleware::from_fn_with_state(drain, head::check))
+        .layer(middleware::from_fn_with_state(
             state.config.request_timeout,
             timeout,
         ))
-        .layer(middleware::from_fn(origin::same_origin_writes))
-        .layer(middleware::from_fn(head::check))
         .layer(middleware::from_fn(access_log::access_log))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
@@ -176,13 +183,17 @@ pub async fn serve(
 
 // The fallbacks read what a client sent (see `body`), so that a client
 // which writes its whole body first still receives the problem.
-async fn no_route(uri: Uri, sent: Body) -> ApiError {
-    body::discard(sent, body::DRAIN_BYTES).await;
+async fn no_route(State(state): State<AppState>, uri: Uri, sent: Request) -> ApiError {
+    let (parts, sent) = sent.into_parts();
+    let bound = body::drain_bound(state.config.max_body_bytes);
+    body::drain_refused(&parts.headers, sent, bound).await;
     ApiError::NoRoute(uri.path().chars().take(200).collect())
 }
 
-async fn method_not_allowed(sent: Body) -> ApiError {
-    body::discard(sent, body::DRAIN_BYTES).await;
+async fn method_not_allowed(State(state): State<AppState>, sent: Request) -> ApiError {
+    let (parts, sent) = sent.into_parts();
+    let bound = body::drain_bound(state.config.max_body_bytes);
+    body::drain_refused(&parts.headers, sent, bound).await;
     ApiError::MethodNotAllowed
 }
 

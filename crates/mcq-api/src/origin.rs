@@ -9,20 +9,28 @@
 //! Programs such as `mcq submit`, curl or the Python client send neither
 //! and pass untouched.
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::body::drain_refused;
 use crate::problem::ApiError;
 
-/// The middleware: answers 403 to a cross-origin state-changing request.
-pub(crate) async fn same_origin_writes(request: Request, next: Next) -> Response {
+/// The middleware: answers 403 to a cross-origin state-changing request,
+/// after draining up to `drain` bytes of its body.
+pub(crate) async fn same_origin_writes(
+    State(drain): State<u64>,
+    request: Request,
+    next: Next,
+) -> Response {
     let safe = matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
     );
     if !safe && from_another_site(request.headers()) {
+        let (parts, body) = request.into_parts();
+        drain_refused(&parts.headers, body, drain).await;
         return ApiError::CrossOrigin.into_response();
     }
     next.run(request).await

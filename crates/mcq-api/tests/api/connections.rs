@@ -1,13 +1,13 @@
 //! The server over real sockets: idle connections are closed, the number
 //! of connections is capped, and a client that writes its whole body
-//! before reading still receives the refusal.
+//! before reading still receives the refusal, whatever refused it.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use mcq_api::{ApiConfig, AppState};
-use mcq_queue::{QueueConfig, Store};
+use mcq_queue::{NewKey, QueueConfig, Role, Store};
 
 use crate::harness::test_config;
 
@@ -19,6 +19,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// dropped.
 struct Live {
     addr: SocketAddr,
+    store: Store,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
 }
@@ -37,13 +38,17 @@ impl Live {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(mcq_api::serve(
             listener,
-            AppState { store, config },
+            AppState {
+                store: store.clone(),
+                config,
+            },
             async {
                 let _ = stopped.await;
             },
         ));
         Live {
             addr,
+            store,
             stop: Some(stop),
             _dir: dir,
         }
@@ -206,6 +211,12 @@ async fn a_client_that_writes_an_oversized_body_first_receives_the_413() {
             "404",
             "/problems/no-route",
         ),
+        (
+            "/v1/batches/00000000-0000-0000-0000-000000000000/cancel",
+            "text/plain",
+            "415",
+            "/problems/unsupported-media-type",
+        ),
     ] {
         let (addr, request) = (live.addr, head(path, content_type));
         let answer = tokio::task::spawn_blocking(move || {
@@ -218,5 +229,61 @@ async fn a_client_that_writes_an_oversized_body_first_receives_the_413() {
             "{path}: {answer}"
         );
         assert!(answer.contains(kind), "{path}: {answer}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_writes_a_large_body_first_receives_every_refusal() {
+    let live = Live::start(ApiConfig {
+        allowed_hosts: vec!["x".into()],
+        ..short_timeouts()
+    })
+    .await;
+    let minted = mcq_keys::mint().expect("random bytes");
+    live.store
+        .create_key(NewKey {
+            id: minted.id.clone(),
+            tenant: "lab".into(),
+            role: Role::Read,
+            label: None,
+            secret_hash: minted.secret_hash.clone(),
+        })
+        .await
+        .expect("store the key");
+    // As in the 413 case: far past the socket buffers, within what a
+    // refusal drains.
+    let body_len = 32 * 1024 * 1024;
+    let read_key = format!("Authorization: Bearer {}\r\n", minted.key);
+    for (host, extra, status, kind) in [
+        ("x", String::new(), "401", "/problems/unauthorized"),
+        (
+            "x",
+            "Authorization: Bearer not-a-key\r\n".to_owned(),
+            "401",
+            "/problems/unauthorized",
+        ),
+        ("x", read_key.clone(), "403", "/problems/forbidden"),
+        (
+            "x",
+            format!("{read_key}Origin: http://evil.example\r\n"),
+            "403",
+            "/problems/cross-origin",
+        ),
+        ("elsewhere", read_key, "421", "/problems/host-not-allowed"),
+    ] {
+        let request = format!(
+            "POST /v1/batches HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Type: application/json\r\nContent-Length: {body_len}\r\n\r\n"
+        );
+        let addr = live.addr;
+        let answer = tokio::task::spawn_blocking(move || {
+            write_everything_then_read(addr, request, body_len)
+        })
+        .await
+        .unwrap();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{kind}: {answer}"
+        );
+        assert!(answer.contains(kind), "{kind}: {answer}");
     }
 }
