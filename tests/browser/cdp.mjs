@@ -147,6 +147,13 @@ export class Page {
     await this.waitFor("document.readyState === 'complete' && !!window.mcq && !!mcq.views", "the page to load");
   }
 
+  // Loads the page again, as the browser's reload button does.
+  async reload() {
+    await this.eval("window.__beforeReload = true");
+    await this.send("Page.reload", {});
+    await this.waitFor("!window.__beforeReload && document.readyState === 'complete' && !!window.mcq && !!mcq.views", "the page to load again");
+  }
+
   // A real mouse click in the middle of the element `selector`.
   async click(selector) {
     const box = await this.eval(`(() => { const e = document.querySelector(${JSON.stringify(selector)});

@@ -6,10 +6,12 @@
 //
 // CHROMIUM names the browser (default: chromium). Exits non-zero on the
 // first failed check, after saving a screenshot of what the page showed.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Browser } from "./cdp.mjs";
+import * as steps from "./steps.mjs";
+import { batchFinished, chartDrew, check, rows, shooter } from "./steps.mjs";
 
 const [base, out] = process.argv.slice(2);
 if (!base || !out) {
@@ -24,56 +26,8 @@ const sizes = [
   { name: "phone", width: 390, height: 844, mobile: true },
 ];
 
-function check(condition, what) {
-  if (!condition) throw new Error(`check failed: ${what}`);
-  console.log(`  ok: ${what}`);
-}
-
-// Every chart in `selector` drew an <svg> of non-zero size holding at
-// least `min` elements matching `mark`.
-async function chartDrew(page, selector, mark, min) {
-  const found = await page.waitFor(`(() => {
-    const svg = document.querySelector(${JSON.stringify(`${selector} svg`)});
-    if (!svg) return false;
-    const r = svg.getBoundingClientRect();
-    const n = svg.querySelectorAll(${JSON.stringify(mark)}).length;
-    return r.width > 0 && r.height > 0 && n >= ${min} ? { w: r.width, h: r.height, n } : false;
-  })()`, `${selector} to draw ${min}+ ${mark}`, 30000);
-  check(true, `${selector}: ${Math.round(found.w)}×${Math.round(found.h)} px, ${found.n} × ${mark}`);
-}
-
-async function shot(page, name) {
-  const file = join(out, `${name}.png`);
-  writeFileSync(file, await page.screenshot());
-  console.log(`  screenshot ${file}`);
-}
-
-const rows = (selector) => `document.querySelectorAll(${JSON.stringify(`${selector} tbody tr`)}).length`;
-
-// Fills the form and submits it with real clicks and typing.
-async function submitThroughForm(page, fields, sweep) {
-  await page.goto(`${base}/#/submit`);
-  await page.waitFor("!!document.querySelector('#submit-form')", "the submit form");
-  for (const [id, value] of Object.entries(fields)) await page.type(`#${id}`, value);
-  if (sweep) {
-    await page.select("#f-sweep", sweep.param);
-    await page.type("#f-sweep-from", sweep.from);
-    await page.type("#f-sweep-to", sweep.to);
-    await page.type("#f-sweep-steps", sweep.points);
-  }
-  const preview = await page.eval("document.querySelector('#submit-preview').textContent");
-  console.log(`  form: ${preview}`);
-  await page.click("#submit-button");
-  const id = await page.waitFor("(location.hash.match(/^#\\/batch\\/([0-9a-f-]{36})$/) || [])[1]", "the batch page after submitting");
-  return id;
-}
-
-async function batchFinished(page, jobs) {
-  await page.waitFor(`${rows("#jobs-table")} === ${jobs} &&
-    [...document.querySelectorAll('#jobs-table tbody .badge')].every((b) => b.textContent === 'succeeded')`,
-  `${jobs} succeeded jobs in the table`, 120000);
-  check(true, `${jobs} rows, all succeeded`);
-}
+const shot = shooter(out);
+const submitThroughForm = (page, fields, sweep) => steps.submitThroughForm(page, base, fields, sweep);
 
 let page;
 try {

@@ -15,6 +15,11 @@ mcq.ApiError = class ApiError extends Error {
   get missing() {
     return this.status === 405 || (this.status === 404 && this.problem.type === "/problems/no-route");
   }
+  // True when the key's role may not do this (a read key submitting, a
+  // tenant's key asking for every tenant's workers).
+  get forbidden() {
+    return this.status === 403 && this.problem.type === "/problems/forbidden";
+  }
 };
 
 mcq.api = {
@@ -23,11 +28,23 @@ mcq.api = {
   set key(value) {
     if (value) sessionStorage.setItem("mcq.key", value);
     else sessionStorage.removeItem("mcq.key");
+    this.refused.clear();
+    if (this.onKeyChange) this.onKeyChange();
   },
+  // The key's public id (mcq_<id>_<secret>), safe to show.
+  get keyId() {
+    const m = /^mcq_([0-9a-f]+)_/.exec(this.key);
+    return m ? m[1] : "";
+  },
+  // Reads this key's role may not make, by path: asked once, not every 2 s.
+  refused: new Map(),
+  onKeyChange: null,
   // Called with a retry function when the server answers 401.
   onUnauthorized: null,
 
   async request(method, path, body) {
+    const route = path.split("?")[0];
+    if (method === "GET" && this.refused.has(route)) throw this.refused.get(route);
     const headers = { accept: "application/json" };
     if (this.key) headers.authorization = `Bearer ${this.key}`;
     const init = { method, headers, credentials: "omit", cache: "no-store" };
@@ -47,6 +64,7 @@ mcq.api = {
         await this.onUnauthorized(error);
         return this.request(method, path, body);
       }
+      if (method === "GET" && error.forbidden) this.refused.set(route, error);
       throw error;
     }
     return json;

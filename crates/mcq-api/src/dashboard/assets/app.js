@@ -31,22 +31,44 @@
     status.className = `status${isError ? " error" : text === "live" ? " live" : ""}`;
   };
 
-  // Asks for a key and resolves once one is entered; concurrent 401s share one prompt.
+  // The key dialog. With `required` (the server answered 401) it stays
+  // until a key is entered; otherwise it also offers to forget the key or
+  // to go back. Resolves once the dialog closes; concurrent 401s share one.
   let asking = null;
-  mcq.api.onUnauthorized = function (error) {
+  mcq.askKey = function askKey({ required = false, refusal = "" } = {}) {
     if (asking) return asking;
     const dialog = document.getElementById("key-dialog");
     const input = document.getElementById("key-input");
     const message = document.getElementById("key-error");
-    message.hidden = !mcq.api.key;
-    message.textContent = mcq.api.key ? `The key was refused: ${error.message}` : "";
+    message.hidden = !refusal;
+    message.textContent = refusal;
+    document.getElementById("key-forget").hidden = required || !mcq.api.key;
+    document.getElementById("key-back").hidden = required;
     asking = new Promise((resolve) => {
-      const form = document.getElementById("key-form");
-      form.onsubmit = () => { mcq.api.key = input.value.trim(); input.value = ""; asking = null; resolve(); };
+      const done = () => { asking = null; resolve(); };
+      document.getElementById("key-form").onsubmit = () => { mcq.api.key = input.value.trim(); input.value = ""; done(); };
+      document.getElementById("key-forget").onclick = () => { mcq.api.key = ""; dialog.close(); done(); };
+      document.getElementById("key-back").onclick = () => { dialog.close(); done(); };
+      // Escape closes a dialog; one the server insists on stays open.
+      dialog.oncancel = (event) => { if (required) event.preventDefault(); else done(); };
       dialog.showModal();
+      input.focus();
     });
     return asking;
   };
+  mcq.api.onUnauthorized = (error) => mcq.askKey({
+    required: true, refusal: mcq.api.key ? `The key was refused: ${error.message}` : "",
+  });
+
+  // The header's key button: which key the tab uses, and a way to change it.
+  const keyButton = document.getElementById("key-button");
+  keyButton.addEventListener("click", () => mcq.askKey().then(() => route()));
+  mcq.api.onKeyChange = function showKey() {
+    keyButton.hidden = !mcq.api.key;
+    keyButton.textContent = `key ${mcq.api.keyId || "set"}`;
+    keyButton.title = "The API key this tab sends (kept in this tab only): change or forget it";
+  };
+  mcq.api.onKeyChange();
 
   let stop = () => {};
   function route() {

@@ -32,7 +32,17 @@
         el("th", { class: "num" }, "Jobs done"), el("th", { class: "num" }, "Throughput"))), tbody), note),
       el("section", { class: "card" }, el("h2", {}, "Jobs done per worker"), chart));
     async function refresh() {
-      const { workers } = await api.get("/v1/workers");
+      let workers;
+      try {
+        ({ workers } = await api.get("/v1/workers"));
+      } catch (error) {
+        if (!(error instanceof mcq.ApiError && error.forbidden)) throw error;
+        tbody.replaceChildren(el("tr", {}, el("td", { colspan: 9, class: "empty" },
+          `The workers are shared by every tenant: seeing them needs an admin key (${error.message}).`)));
+        note.textContent = "";
+        chart.replaceChildren();
+        return;
+      }
       const now = Date.now();
       workers.sort((a, b) => mcq.workerName(a).localeCompare(mcq.workerName(b), undefined, { numeric: true }));
       tbody.replaceChildren(...(workers.length ? workers.map((w) => {
@@ -62,16 +72,24 @@
   const WINDOW_MS = 10 * 60 * 1000;
   const samples = [];
   let queueMissing = false;
+  // Why the page counts over the batches instead: no endpoint, or a key
+  // that sees one tenant only.
+  let queueWhy = "";
+  let queueKey = "";
   mcq.sampleQueue = async function sampleQueue() {
     let sample = null;
+    // Another key may see it: ask again.
+    if (queueWhy === "forbidden" && queueKey !== api.key) queueMissing = false;
     if (!queueMissing) {
       try {
         const q = await api.get("/v1/queue");
         const depth = q.depth || q.counts || q;
         sample = { t: Date.now(), queued: depth.queued || 0, scheduled: depth.scheduled || 0, running: depth.running || 0, oldest: q.oldest_queued_age_ms ?? q.oldest_queued_ms ?? null, source: "server" };
       } catch (error) {
-        if (!(error instanceof mcq.ApiError) || !error.missing) throw error;
+        if (!(error instanceof mcq.ApiError) || !(error.missing || error.forbidden)) throw error;
         queueMissing = true;
+        queueWhy = error.forbidden ? "forbidden" : "missing";
+        queueKey = api.key;
       }
     }
     if (!sample) {
@@ -103,9 +121,11 @@
         { key: "running", name: "running", cls: "st-running" },
         { key: "queued", name: "queued", cls: "st-queued" },
         { key: "scheduled", name: "retry backoff", cls: "st-scheduled" }], span);
-      note.textContent = last && last.source === "batches"
-        ? "This server has no queue endpoint: jobs counted over the batches listed on the Batches page."
-        : "Tasks (units of claiming) by state, sampled by this page every 2 s while it is open.";
+      note.textContent = !last || last.source !== "batches"
+        ? "Tasks (units of claiming) by state, sampled by this page every 2 s while it is open."
+        : queueWhy === "forbidden"
+          ? "Your jobs, counted over your batches listed on the Batches page: the queue of every tenant needs an admin key."
+          : "This server has no queue endpoint: jobs counted over the batches listed on the Batches page.";
     }
     draw();
     const stop = mcq.every(2000, async () => { if (!samples.length || Date.now() - samples[samples.length - 1].t > 1500) await mcq.sampleQueue(); draw(); });

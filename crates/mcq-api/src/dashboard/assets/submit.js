@@ -137,6 +137,7 @@
       event.preventDefault();
       form.querySelectorAll(".invalid").forEach((n) => n.classList.remove("invalid"));
       const errors = $("submit-errors");
+      errors.className = "error";
       const { problems, request } = build();
       const show = (items) => {
         errors.hidden = false;
@@ -154,6 +155,18 @@
         mcq.known.add(accepted.id, request.label);
         location.hash = `#/batch/${accepted.id}`;
       } catch (error) {
+        if (error instanceof mcq.ApiError && error.forbidden) {
+          // A read key: say so plainly, and offer the way out.
+          errors.hidden = false;
+          errors.className = "refusal";
+          errors.replaceChildren(
+            el("p", {}, el("strong", {}, "Not submitted: this key may only read."), " ",
+              `The server says: ${error.message}. Nothing was enqueued.`),
+            el("p", { class: "small muted" }, "An operator makes a key that may submit with ",
+              el("code", {}, "mcq keys create --tenant NAME"), " (role submit)."),
+            el("button", { type: "button", id: "submit-change-key", onclick: () => mcq.askKey() }, "Use another key"));
+          return;
+        }
         const list = (error.problem && error.problem.errors) || [];
         // Pointers name a job and a field (/jobs/17/down); one line per field.
         const seen = new Map();
