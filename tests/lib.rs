@@ -83,9 +83,21 @@ impl McqProcess {
         extra: &[&str],
         log_dir: &Path,
     ) -> anyhow::Result<(McqProcess, String)> {
+        McqProcess::server_with(name, url, extra, &[("RUST_LOG", "info")], log_dir)
+    }
+
+    /// [`McqProcess::server`] with these environment variables instead of
+    /// `RUST_LOG=info`.
+    pub fn server_with(
+        name: &str,
+        url: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+        log_dir: &Path,
+    ) -> anyhow::Result<(McqProcess, String)> {
         let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--database-url", url];
         args.extend_from_slice(extra);
-        let mut server = McqProcess::spawn(name, &args, &[("RUST_LOG", "info")], log_dir)?;
+        let mut server = McqProcess::spawn(name, &args, envs, log_dir)?;
         let start = Instant::now();
         loop {
             let printed = std::fs::read_to_string(&server.out).unwrap_or_default();

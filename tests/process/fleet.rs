@@ -119,7 +119,7 @@ async fn a_fault_free_batch_reports_no_lost_lease() -> anyhow::Result<()> {
         let status = worker.wait_timeout(std::time::Duration::from_secs(60))?;
         assert!(status.success(), "{status:?}\n{}", worker.logs());
         let log = worker.log_text();
-        for false_alarm in ["leases lost", "completions refused"] {
+        for false_alarm in ["lease lost", "completion refused"] {
             assert!(
                 !log.contains(false_alarm),
                 "a worker reported {false_alarm:?} in a fault-free run\n{}",

@@ -11,6 +11,7 @@ mod fleet;
 mod freeze;
 mod keda;
 mod kill;
+mod logs;
 mod misconfigured;
 mod probes;
 mod restart;

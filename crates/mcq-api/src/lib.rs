@@ -153,8 +153,14 @@ pub fn app(state: AppState) -> Router {
             state.config.request_timeout,
             timeout,
         ))
+        // Inside the access log, so that its events (a failed answer at
+        // error level) carry the request's span; with no span of its own,
+        // whose default fields would bring the raw path into the log.
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(|_: &Request| tracing::Span::none()),
+        )
         .layer(middleware::from_fn(access_log::access_log))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
 

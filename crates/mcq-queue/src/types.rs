@@ -94,6 +94,8 @@ pub struct ClaimedTask {
     pub task_id: i64,
     /// Job the task belongs to.
     pub job_id: Uuid,
+    /// Batch of that job; `None` for a job submitted alone.
+    pub batch_id: Option<Uuid>,
     /// Fencing token: changes on every claim; completion must present it.
     pub lease_token: Uuid,
     /// 1 for the first claim of this task.

@@ -3,6 +3,7 @@
 //! be in flight at once. Each brings back what it sent, so what a failed
 //! call did not record waits in the loop again.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use mcq_queue::{CompletedAndClaimed, Store, StoreError, TaskDone};
 use tokio::time::Instant;
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 use crate::counters::{Counters, add};
@@ -26,7 +28,8 @@ pub(crate) type Call<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// while the loop awaited a hand-off on that same connection stalled both
 /// until the pool's acquire timeout (30 s).
 pub(crate) fn spawn<T: Send + 'static>(call: impl Future<Output = T> + Send + 'static) -> Call<T> {
-    let task = tokio::spawn(call);
+    // In the worker's span, as the loop that starts it.
+    let task = tokio::spawn(call.in_current_span());
     Box::pin(async move {
         match task.await {
             Ok(answer) => answer,
@@ -135,25 +138,28 @@ pub(crate) async fn record(
     }
     while let Some((failure, _)) = batch.failed.first() {
         let (id, token) = (failure.task_id, failure.lease_token);
+        let span = held.span((id, token));
         if failure.panicked {
             add(&counters.panicked, 1);
-            tracing::error!(
-                task_id = id,
-                error = failure.error,
-                "task panicked; recording a failed attempt"
-            );
+            span.in_scope(|| {
+                tracing::error!(
+                    error = failure.error,
+                    "task panicked; recording a failed attempt"
+                );
+            });
         } else {
-            tracing::warn!(
-                task_id = id,
-                error = failure.error,
-                "task failed; recording a failed attempt"
-            );
+            span.in_scope(|| {
+                tracing::warn!(
+                    error = failure.error,
+                    "task failed; recording a failed attempt"
+                );
+            });
         }
         match store.fail(worker, id, token, &failure.error).await {
             Ok(true) => add(&counters.failed, 1),
             Ok(false) => {
                 add(&counters.refused, 1);
-                tracing::warn!(task_id = id, "failure refused: the lease was lost");
+                span.in_scope(|| tracing::warn!("failure refused: the lease was lost"));
             }
             Err(err) => return failed(batch, "fail", err),
         }
@@ -172,6 +178,12 @@ pub(crate) async fn record(
         );
         match store.release(worker, &leases).await {
             Ok(()) => {
+                if tracing::enabled!(tracing::Level::TRACE) {
+                    for &lease in &leases {
+                        held.span(lease)
+                            .in_scope(|| tracing::trace!("handed back after its cancel flag"));
+                    }
+                }
                 add(&counters.released, leases.len());
                 held.remove_all(leases);
                 batch.cancelled.clear();
@@ -195,11 +207,24 @@ pub(crate) fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, re
     );
     if !refused.is_empty() {
         add(&counters.refused, refused.len());
-        tracing::warn!(
-            count = refused.len(),
-            tasks = ?refused,
-            "completions refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
-        );
+    }
+    // Each refusal is work lost, said in its task's span; an accepted one
+    // is routine, said only when tracing.
+    let tracing = tracing::enabled!(tracing::Level::TRACE);
+    if tracing || !refused.is_empty() {
+        let refused: HashSet<i64> = refused.iter().copied().collect();
+        for &lease in &leases {
+            let span = held.span(lease);
+            if refused.contains(&lease.0) {
+                span.in_scope(|| {
+                    tracing::warn!(
+                        "completion refused: the lease was lost (expired and re-claimed, or the job was cancelled)"
+                    );
+                });
+            } else if tracing {
+                span.in_scope(|| tracing::trace!("recorded"));
+            }
+        }
     }
     held.remove_all(leases);
 }

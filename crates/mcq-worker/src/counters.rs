@@ -1,4 +1,5 @@
-//! Running totals of what a worker did, turned into a [`WorkerReport`] at the end.
+//! Running totals of what a worker did, turned into a [`WorkerReport`] at
+//! the end (and logged on the way, see `counter_log`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -8,6 +9,7 @@ use crate::WorkerReport;
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) claimed: AtomicU64,
+    pub(crate) retried: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) refused: AtomicU64,
     pub(crate) failed: AtomicU64,
@@ -15,6 +17,7 @@ pub(crate) struct Counters {
     pub(crate) cancelled: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) handed_off: AtomicU64,
+    pub(crate) paths: AtomicU64,
     pub(crate) loop_turns: AtomicU64,
 }
 
@@ -28,6 +31,7 @@ impl Counters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         WorkerReport {
             claimed: get(&self.claimed),
+            retried: get(&self.retried),
             completed: get(&self.completed),
             refused: get(&self.refused),
             failed: get(&self.failed),
@@ -35,6 +39,7 @@ impl Counters {
             cancelled: get(&self.cancelled),
             released: get(&self.released),
             handed_off: get(&self.handed_off),
+            paths: get(&self.paths),
             loop_turns: get(&self.loop_turns),
         }
     }

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError, WorkEvents};
+use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError, TaskOutput, WorkEvents};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +29,7 @@ use crate::pace::Pace;
 use crate::pending::Pending;
 use crate::policy::{self, Decision, Rules, State, Stopping};
 use crate::slots::{self, LocalQueue, Report};
+use crate::trail;
 
 /// Weight of the newest claim's round trip in its moving average.
 const CLAIM_WEIGHT: f64 = 0.2;
@@ -154,7 +155,10 @@ impl Driver {
             self.running -= 1;
         }
         match &report.finished.outcome {
-            Outcome::Done(_) => self.pace.record(report.finished.compute_ms),
+            Outcome::Done(output) => {
+                self.pace.record(report.finished.compute_ms);
+                add(&self.counters.paths, paths(output));
+            }
             Outcome::Failed { .. } => {}
             Outcome::Cancelled => add(&self.counters.cancelled, 1),
         }
@@ -267,8 +271,13 @@ impl Driver {
             );
         }
         for task in tasks {
-            let cancel = self.held.insert(task.task_id, task.lease_token);
-            self.local.push(task, cancel);
+            if task.attempt > 1 {
+                add(&self.counters.retried, 1);
+            }
+            let span = trail::task_span(&task);
+            span.in_scope(|| tracing::trace!(chunks = ?task.chunks, "claimed"));
+            let ticket = self.held.insert(task.task_id, task.lease_token, span);
+            self.local.push(task, ticket);
         }
     }
 
@@ -314,8 +323,8 @@ impl Driver {
             }
             Err(err) => {
                 // Still ours: they wait here as before.
-                for (task, cancel) in tasks {
-                    self.local.push(task, cancel);
+                for (task, ticket) in tasks {
+                    self.local.push(task, ticket);
                 }
                 tracing::warn!(error = %err, "could not hand tasks back for an idle worker");
             }
@@ -385,4 +394,13 @@ impl Driver {
         tracing::warn!(what, error = %err, retry_in_ms = delay.as_millis() as u64, "database call failed");
         self.retry_at = Some(Instant::now() + delay);
     }
+}
+
+/// Paths a task's output simulated (for the paths-per-second count).
+fn paths(output: &TaskOutput) -> usize {
+    let paths = match output {
+        TaskOutput::Partial(partial) => partial.paths,
+        TaskOutput::Result(result) => result.paths,
+    };
+    usize::try_from(paths).unwrap_or(usize::MAX)
 }

@@ -78,9 +78,10 @@ pub(crate) async fn renew_leases(
                 // A task recorded between the snapshot and the renewal, or
                 // whose completion is in flight, is reported too; only one
                 // still held and not being told to the store was lost.
-                let lost = held.lose(&presented_with(&reply.lost));
-                if !lost.is_empty() {
-                    tracing::warn!(tasks = ?lost, "leases lost (expired and taken over): stopping those tasks");
+                for (_, span) in held.lose(&presented_with(&reply.lost)) {
+                    span.in_scope(|| {
+                        tracing::warn!("lease lost (expired and taken over): stopping the task");
+                    });
                 }
             }
             Err(err) => {

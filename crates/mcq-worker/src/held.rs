@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tracing::Span;
 use uuid::Uuid;
 
 /// One lease: a task id and the token of the claim that granted it.
@@ -38,18 +39,46 @@ struct Lease {
     /// A call telling the store about this lease has been sent; its answer,
     /// not a heartbeat, says whether the lease was lost.
     told: bool,
+    /// The task's span (`crate::trail`), for the events of its end.
+    span: Span,
+}
+
+/// What a compute slot takes with a task: its cancel flag and its span.
+#[derive(Debug, Clone)]
+pub(crate) struct Ticket {
+    /// Raised to stop the task's kernel at its next chunk boundary.
+    pub(crate) cancel: Arc<AtomicBool>,
+    /// The task's span, entered while it computes.
+    pub(crate) span: Span,
+}
+
+impl Default for Ticket {
+    fn default() -> Self {
+        Ticket {
+            cancel: Arc::default(),
+            span: Span::none(),
+        }
+    }
 }
 
 impl Held {
-    /// Records a claimed task and returns its cancel flag.
-    pub(crate) fn insert(&self, task_id: i64, token: Uuid) -> Arc<AtomicBool> {
+    /// Records a claimed task with its span; returns what its slot needs.
+    pub(crate) fn insert(&self, task_id: i64, token: Uuid, span: Span) -> Ticket {
         let cancel = Arc::new(AtomicBool::new(false));
         let lease = Lease {
             cancel: cancel.clone(),
             told: false,
+            span: span.clone(),
         };
         self.lock().insert((task_id, token), lease);
-        cancel
+        Ticket { cancel, span }
+    }
+
+    /// The span of a lease still held (none for one no longer held).
+    pub(crate) fn span(&self, lease: LeaseKey) -> Span {
+        self.lock()
+            .get(&lease)
+            .map_or_else(Span::none, |held| held.span.clone())
     }
 
     /// Marks leases about to be told to the store (completed, failed or
@@ -85,20 +114,16 @@ impl Held {
     /// Of leases the store no longer holds under their token, those really
     /// lost: still held here and not being told to the store, whose call
     /// may have ended them itself. Raises their cancel flags; returns their
-    /// task ids.
-    pub(crate) fn lose(&self, leases: &[LeaseKey]) -> Vec<i64> {
+    /// task ids and spans.
+    pub(crate) fn lose(&self, leases: &[LeaseKey]) -> Vec<(i64, Span)> {
         let tasks = self.lock();
         leases
             .iter()
-            .filter(|lease| {
-                tasks.get(lease).is_some_and(|held| {
-                    if !held.told {
-                        held.cancel.store(true, Ordering::Relaxed);
-                    }
-                    !held.told
-                })
+            .filter_map(|&(id, token)| {
+                let held = tasks.get(&(id, token)).filter(|held| !held.told)?;
+                held.cancel.store(true, Ordering::Relaxed);
+                Some((id, held.span.clone()))
             })
-            .map(|&(id, _)| id)
             .collect()
     }
 
@@ -135,8 +160,8 @@ mod tests {
     fn cancel_raises_only_flags_of_held_tasks() {
         let held = Held::default();
         let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
-        let a = held.insert(1, ta);
-        let b = held.insert(2, tb);
+        let a = held.insert(1, ta, Span::none()).cancel;
+        let b = held.insert(2, tb, Span::none()).cancel;
         assert_eq!(held.cancel_leases(&[(2, tb), (99, ta), (1, tb)]), 1);
         assert!(!a.load(Ordering::Relaxed));
         assert!(b.load(Ordering::Relaxed));
@@ -150,8 +175,8 @@ mod tests {
     fn a_stale_lease_on_a_reclaimed_task_leaves_the_new_one_alone() {
         let held = Held::default();
         let (stale, fresh) = (Uuid::new_v4(), Uuid::new_v4());
-        let old_run = held.insert(7, stale);
-        let new_run = held.insert(7, fresh);
+        let old_run = held.insert(7, stale, Span::none()).cancel;
+        let new_run = held.insert(7, fresh, Span::none()).cancel;
         // The store reports the stale lease lost: only its run stops.
         assert_eq!(held.cancel_leases(&[(7, stale)]), 1);
         assert!(old_run.load(Ordering::Relaxed));
@@ -168,10 +193,15 @@ mod tests {
     fn a_lease_being_told_to_the_store_is_not_lost_when_it_vanishes() {
         let held = Held::default();
         let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
-        let recorded = held.insert(1, ta);
-        let taken = held.insert(2, tb);
+        let recorded = held.insert(1, ta, Span::none()).cancel;
+        let taken = held.insert(2, tb, Span::none()).cancel;
         held.telling([(1, ta)]);
-        assert_eq!(held.lose(&[(1, ta), (2, tb)]), vec![2]);
+        let lost: Vec<i64> = held
+            .lose(&[(1, ta), (2, tb)])
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(lost, vec![2]);
         assert!(!recorded.load(Ordering::Relaxed));
         assert!(taken.load(Ordering::Relaxed));
         // Forgotten once the answer is read: a later report names nothing.

@@ -21,6 +21,7 @@
 mod backoff;
 mod calls;
 mod compute;
+mod counter_log;
 mod counters;
 mod driver;
 mod heartbeat;
@@ -31,6 +32,7 @@ mod pending;
 mod policy;
 mod run;
 mod slots;
+mod trail;
 
 use std::time::Duration;
 
@@ -71,6 +73,9 @@ pub struct WorkerConfig {
     /// How often this worker prunes finished jobs past retention; `None`
     /// never (any worker may prune; it is idempotent).
     pub prune_interval: Option<Duration>,
+    /// How often the worker logs its counters (claimed, completed, failed,
+    /// rates…) as one line of fields; `None` only at exit.
+    pub counters_interval: Option<Duration>,
     /// Benchmark only ([`hold`]): every task first keeps its slot this
     /// long without using the CPU. `None` (the default, and the only value
     /// any command but `mcq bench scale` uses) computes at once.
@@ -90,6 +95,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(20),
             prune_interval: Some(Duration::from_secs(60)),
+            counters_interval: Some(Duration::from_secs(60)),
             hold: None,
         }
     }
@@ -100,6 +106,9 @@ impl Default for WorkerConfig {
 pub struct WorkerReport {
     /// Tasks claimed.
     pub claimed: u64,
+    /// Of those, tasks on a second or later attempt (an earlier one
+    /// failed, lost its lease or was handed back).
+    pub retried: u64,
     /// Completions the store accepted.
     pub completed: u64,
     /// Completions the store refused because the lease had been lost
@@ -116,6 +125,8 @@ pub struct WorkerReport {
     /// Claimed tasks not yet started that were handed back to the queue
     /// for a worker that had run out of work.
     pub handed_off: u64,
+    /// Monte Carlo paths of the tasks computed (recorded or not).
+    pub paths: u64,
     /// Turns of the worker's loop: about one per finished task, claim and
     /// announcement. Far more means it is spinning instead of waiting,
     /// stealing a core from the kernels.

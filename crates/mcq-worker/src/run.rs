@@ -5,17 +5,21 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use mcq_queue::{Store, WorkerInfo};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
+use uuid::Uuid;
 
 use crate::backoff::{Backoff, persist};
+use crate::counter_log::{log as log_counters, log_every};
 use crate::counters::{Counters, add};
 use crate::driver::Driver;
 use crate::held::Held;
 use crate::pace::Pace;
 use crate::pending::Pending;
 use crate::policy::{CLEANUP_GRACE, Rules};
-use crate::{WorkerConfig, WorkerReport, heartbeat};
+use crate::{WorkerConfig, WorkerReport, heartbeat, trail};
 
 /// Runs one worker to the end; see [`crate::Worker::run`].
 pub(crate) async fn run(
@@ -48,27 +52,51 @@ pub(crate) async fn run(
         return Ok(WorkerReport::default());
     };
     tracing::info!(%worker, concurrency, threads, "worker registered");
+    let span = trail::worker_span(worker);
+    Ok(work(store, config, shutdown, pool, worker, concurrency)
+        .instrument(span)
+        .await)
+}
 
+/// The life of a registered worker, inside its span.
+async fn work(
+    store: Store,
+    config: WorkerConfig,
+    shutdown: CancellationToken,
+    pool: rayon::ThreadPool,
+    worker: Uuid,
+    concurrency: usize,
+) -> WorkerReport {
+    let started = Instant::now();
     let held = Arc::new(Held::default());
     let counters = Arc::new(Counters::default());
     let background = CancellationToken::new();
     let tracker = TaskTracker::new();
-    tracker.spawn(heartbeat::renew_leases(
-        store.clone(),
-        worker,
-        held.clone(),
-        counters.clone(),
-        config.heartbeat_interval,
-        shutdown.clone(),
-        background.clone(),
-    ));
-    tracker.spawn(heartbeat::reap(
-        store.clone(),
-        config.heartbeat_interval,
-        shutdown.clone(),
-    ));
+    // Spawned tasks start outside any span: each is given the worker's.
+    tracker.spawn(
+        heartbeat::renew_leases(
+            store.clone(),
+            worker,
+            held.clone(),
+            counters.clone(),
+            config.heartbeat_interval,
+            shutdown.clone(),
+            background.clone(),
+        )
+        .in_current_span(),
+    );
+    tracker.spawn(
+        heartbeat::reap(store.clone(), config.heartbeat_interval, shutdown.clone())
+            .in_current_span(),
+    );
     if let Some(interval) = config.prune_interval {
-        tracker.spawn(heartbeat::prune(store.clone(), interval, shutdown.clone()));
+        tracker.spawn(heartbeat::prune(store.clone(), interval, shutdown.clone()).in_current_span());
+    }
+    if let Some(interval) = config.counters_interval {
+        tracker.spawn(
+            log_every(counters.clone(), held.clone(), interval, background.clone())
+                .in_current_span(),
+        );
     }
     // Past the shutdown timeout and its grace, retrying a database that is
     // gone only delays the exit: the leases still held then expire.
@@ -152,8 +180,9 @@ pub(crate) async fn run(
     }
     give_up_timer.abort();
     let report = counters.report();
-    tracing::info!(?report, "worker stopped");
-    Ok(report)
+    let life = started.elapsed().as_secs_f64();
+    log_counters("worker exited", &report, &WorkerReport::default(), life, held.len());
+    report
 }
 
 /// This machine's name, for the worker list.

@@ -9,17 +9,17 @@
 //! a [`Report`]; the last one of a slot says the slot is free.
 
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use mcq_queue::ClaimedTask;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::compute::{self, Finished, Specs};
+use crate::compute::{self, Finished, Outcome, Specs};
+use crate::held::Ticket;
 use crate::hold::Hold;
 
-/// A claimed task and its cancel flag.
-pub(crate) type Queued = (ClaimedTask, Arc<AtomicBool>);
+/// A claimed task with its cancel flag and span.
+pub(crate) type Queued = (ClaimedTask, Ticket);
 
 /// What a slot tells the loop after each task.
 #[derive(Debug)]
@@ -45,9 +45,9 @@ struct Waiting {
 }
 
 impl LocalQueue {
-    /// Adds a claimed task and its cancel flag at the back.
-    pub(crate) fn push(&self, task: ClaimedTask, cancel: Arc<AtomicBool>) {
-        self.lock().tasks.push_back((task, cancel));
+    /// Adds a claimed task and its ticket at the back.
+    pub(crate) fn push(&self, task: ClaimedTask, ticket: Ticket) {
+        self.lock().tasks.push_back((task, ticket));
     }
 
     /// The next task for a slot, if the queue is open and not empty.
@@ -103,8 +103,17 @@ pub(crate) fn spawn(
 ) {
     pool.spawn(move || {
         let mut next = Some(first);
-        while let Some((task, cancel)) = next {
-            let finished = compute::run_one(&specs, &task, &cancel, hold.as_ref());
+        while let Some((task, ticket)) = next {
+            let finished = ticket.span.in_scope(|| {
+                let finished = compute::run_one(&specs, &task, &ticket.cancel, hold.as_ref());
+                let outcome = match &finished.outcome {
+                    Outcome::Done(_) => "done",
+                    Outcome::Failed { .. } => "failed",
+                    Outcome::Cancelled => "cancelled",
+                };
+                tracing::trace!(outcome, compute_ms = finished.compute_ms, "computed");
+                finished
+            });
             // Taken before reporting, so that the loop, woken by the
             // report, sees the queue as it is after this slot moved on.
             next = queue.take();
@@ -134,6 +143,7 @@ mod tests {
         ClaimedTask {
             task_id: id,
             job_id: Uuid::now_v7(),
+            batch_id: None,
             lease_token: Uuid::new_v4(),
             attempt: 1,
             spec: Spec {
@@ -153,7 +163,7 @@ mod tests {
             .expect("pool");
         let queue = Arc::new(LocalQueue::default());
         for id in 1..=3 {
-            queue.push(task(id, id as u64), Arc::default());
+            queue.push(task(id, id as u64), Ticket::default());
         }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let first = queue.take().expect("a task");
@@ -193,12 +203,12 @@ mod tests {
     #[test]
     fn a_closed_queue_gives_its_tasks_back_and_no_more_to_slots() {
         let queue = LocalQueue::default();
-        queue.push(task(1, 1), Arc::default());
-        queue.push(task(2, 2), Arc::default());
+        queue.push(task(1, 1), Ticket::default());
+        queue.push(task(2, 2), Ticket::default());
         assert_eq!(queue.take().map(|(t, _)| t.task_id), Some(1));
         let left: Vec<i64> = queue.close().into_iter().map(|(t, _)| t.task_id).collect();
         assert_eq!(left, vec![2]);
-        queue.push(task(3, 3), Arc::default());
+        queue.push(task(3, 3), Ticket::default());
         assert!(queue.take().is_none(), "a closed queue starts nothing");
     }
 
@@ -206,7 +216,7 @@ mod tests {
     fn a_hand_off_takes_the_last_claimed_in_queue_order() {
         let queue = LocalQueue::default();
         for id in 1..=5 {
-            queue.push(task(id, id as u64), Arc::default());
+            queue.push(task(id, id as u64), Ticket::default());
         }
         let back = queue.take_back(2);
         let ids: Vec<i64> = back.iter().map(|(t, _)| t.task_id).collect();

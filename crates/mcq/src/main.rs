@@ -10,7 +10,11 @@ fn main() -> std::process::ExitCode {
     };
     let result = cli::run(cli);
     if let Err(err) = &result {
-        eprintln!("error: {}", describe(err));
+        if cli::json_log() {
+            tracing::error!(error = %describe(err), "stopped by an error");
+        } else {
+            eprintln!("error: {}", describe(err));
+        }
     }
     cli::exit::code(&result)
 }

@@ -323,12 +323,17 @@ impl PgQueue {
 }
 
 /// The claimed tasks among a claim's rows (`mcq_claim`'s shape: task rows,
-/// then one spec row per job; rows of neither kind are skipped).
+/// then one spec row per job, its batch in `lease_token`; rows of neither
+/// kind are skipped).
 pub(super) fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreError> {
     let mut specs = HashMap::new();
     for row in rows {
         if let Some(spec) = row.try_get::<Option<&str>, _>("spec")? {
-            specs.insert(row.try_get::<Uuid, _>("job_id")?, plan::parse_spec(spec)?);
+            let batch: Option<Uuid> = row.try_get("lease_token")?;
+            specs.insert(
+                row.try_get::<Uuid, _>("job_id")?,
+                (plan::parse_spec(spec)?, batch),
+            );
         }
     }
     let mut claimed = Vec::with_capacity(rows.len() - specs.len());
@@ -337,12 +342,13 @@ pub(super) fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreErr
             continue;
         };
         let job_id: Uuid = row.try_get("job_id")?;
-        let spec = specs
+        let (spec, batch_id) = specs
             .get(&job_id)
             .ok_or_else(|| StoreError::Corrupt(format!("claimed task {task_id} has no job")))?;
         claimed.push(ClaimedTask {
             task_id,
             job_id,
+            batch_id: *batch_id,
             lease_token: row.try_get("lease_token")?,
             attempt: u32::try_from(row.try_get::<i32, _>("attempt")?).unwrap_or(0),
             spec: spec.clone(),

@@ -149,7 +149,7 @@ impl SqliteQueue {
                      attempts = attempts + i.n
                  FROM {}
                  WHERE jobs.id = i.id
-                 RETURNING jobs.id, jobs.spec",
+                 RETURNING jobs.id, jobs.spec, jobs.batch_id",
                 values_table(2, chunk.len(), &["id", "n"])
             );
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
@@ -158,7 +158,11 @@ impl SqliteQueue {
             }
             for row in query.fetch_all(&mut *tx).await? {
                 let spec: &str = row.try_get("spec")?;
-                specs.insert(row.try_get::<Uuid, _>("id")?, plan::parse_spec(spec)?);
+                let batch: Option<Uuid> = row.try_get("batch_id")?;
+                specs.insert(
+                    row.try_get::<Uuid, _>("id")?,
+                    (plan::parse_spec(spec)?, batch),
+                );
             }
         }
         if specs.len() != per_job.len() {
@@ -169,12 +173,14 @@ impl SqliteQueue {
             .iter()
             .map(|row| {
                 let job_id: Uuid = row.try_get("job_id")?;
+                let (spec, batch_id) = &specs[&job_id];
                 Ok(ClaimedTask {
                     task_id: row.try_get("id")?,
                     job_id,
+                    batch_id: *batch_id,
                     lease_token: row.try_get("lease_token")?,
                     attempt: u32::try_from(row.try_get::<i64, _>("attempt")?).unwrap_or(0),
-                    spec: specs[&job_id].clone(),
+                    spec: spec.clone(),
                     chunks: plan::chunk_range(
                         row.try_get("chunk_start")?,
                         row.try_get("chunk_end")?,

@@ -265,3 +265,26 @@ pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db
     );
     wait.abort();
 }
+
+/// Every claimed task names its job's batch, through a claim alone and a
+/// claim that carries completions; a job submitted alone names none.
+pub(crate) async fn a_claim_names_each_tasks_batch(db: &Db) {
+    let store = db.default_store().await;
+    let batch_id = submit(&store, batch(3)).await.batch_id.expect("a batch");
+    let alone = submit(&store, single(9)).await.job_ids[0];
+    let w = worker(&store).await;
+    let first = store.claim(w, 1).await.expect("claim");
+    let done = first.iter().map(compute).collect();
+    let reply = store
+        .complete_and_claim(w, done, 10)
+        .await
+        .expect("complete and claim");
+    assert!(reply.refused.is_empty());
+    let rest = reply.claimed.expect("the claim ran");
+    let all: Vec<_> = first.iter().chain(&rest).collect();
+    assert_eq!(all.len(), 4, "{all:?}");
+    for task in all {
+        let expected = (task.job_id != alone).then_some(batch_id);
+        assert_eq!(task.batch_id, expected, "task {}", task.task_id);
+    }
+}

@@ -69,6 +69,7 @@ conformance! {
     jobs::single_task_job_result_matches_kernel,
     claims::concurrent_claimers_each_task_claimed_once,
     claims::claim_sets_running_token_attempt_and_start,
+    claims::a_claim_names_each_tasks_batch,
     claims::work_events_wake_on_submit,
     claims::a_signal_sent_between_waits_reaches_every_worker,
     claims::finishing_a_job_announces_its_batch,

@@ -19,7 +19,8 @@ use uuid::Uuid;
 
 use super::count::count;
 use super::exit::Outcome;
-use super::serve::{init_tracing, redact};
+use super::logs::LogFlags;
+use super::redact::redact;
 
 /// Flags of `mcq bench queue`.
 #[derive(Debug, clap::Args)]
@@ -52,11 +53,13 @@ pub(crate) struct Args {
     /// kept (and named) when it fails.
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
-    init_tracing("warn");
+    args.log.init("warn");
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(bench(args))?;
     Ok(Outcome::Done)

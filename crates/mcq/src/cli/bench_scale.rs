@@ -10,7 +10,8 @@ use mcq_bench::scale::{ScalePlan, SizeRow};
 
 use super::count::count;
 use super::exit::Outcome;
-use super::serve::{init_tracing, redact};
+use super::logs::LogFlags;
+use super::redact::redact;
 
 /// Flags of `mcq bench scale`.
 #[derive(Debug, clap::Args)]
@@ -50,11 +51,13 @@ pub(crate) struct Args {
     /// Seed of the specs and of the link's jitter.
     #[arg(long, default_value_t = 2010)]
     seed: u64,
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
-    init_tracing("warn");
+    args.log.init("warn");
     let plan = ScalePlan {
         database_url: args.database_url.clone(),
         sizes: args.workers,

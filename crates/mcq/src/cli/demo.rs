@@ -13,6 +13,7 @@ use mcq_kernel::{PriceResult, Spec};
 
 use super::count::count;
 use super::exit::Outcome;
+use super::logs::LogFlags;
 use super::serve::{self, ServeConfig};
 use super::status::{print_batch, seconds};
 use super::submit::follow_batch;
@@ -29,6 +30,8 @@ pub(crate) struct Args {
     /// Workers inside the demo server [default: one per core].
     #[arg(long, value_parser = count::<usize>(1..=4096))]
     workers: Option<usize>,
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 /// Removes the demo's directory however the demo ends.
@@ -42,7 +45,7 @@ impl Drop for TempDir {
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
-    serve::init_tracing("warn");
+    args.log.init("warn");
     let dir =
         TempDir(std::env::temp_dir().join(format!("mcq-demo-{}", uuid::Uuid::new_v4().simple())));
     std::fs::create_dir_all(&dir.0).with_context(|| format!("creating {}", dir.0.display()))?;

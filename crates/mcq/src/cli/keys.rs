@@ -7,7 +7,7 @@ use mcq_queue::{KeyRecord, NewKey, QueueConfig, Role, Store, Tenant, TenantLimit
 
 use super::count::count;
 use super::exit::{Outcome, bad_input};
-use super::serve::redact;
+use super::redact::redact;
 
 /// Where the keys live.
 #[derive(Debug, Clone, clap::Args)]

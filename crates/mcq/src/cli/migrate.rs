@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use mcq_queue::{QueueConfig, Store};
 
 use super::exit::Outcome;
+use super::redact::redact;
 
 /// Flags of `mcq migrate`.
 #[derive(Debug, clap::Args)]
@@ -18,7 +19,7 @@ pub(crate) struct Args {
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let shown = without_password(&args.database_url);
+    let shown = redact(&args.database_url);
     runtime.block_on(async {
         let store = Store::connect(&args.database_url, QueueConfig::default())
             .await
@@ -32,43 +33,4 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     })?;
     println!("mcq: {shown} is migrated");
     Ok(Outcome::Done)
-}
-
-/// The URL with any password replaced, for messages and logs.
-fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = rest
-        .split_once('/')
-        .map_or((rest, None), |(a, p)| (a, Some(p)));
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-    let masked = if user.len() < userinfo.len() {
-        format!("{user}:***")
-    } else {
-        user.to_owned()
-    };
-    match path {
-        Some(path) => format!("{scheme}://{masked}@{host}/{path}"),
-        None => format!("{scheme}://{masked}@{host}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::without_password;
-
-    #[test]
-    fn passwords_are_masked_and_the_rest_kept() {
-        assert_eq!(
-            without_password("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(without_password("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(without_password("postgres://h/db"), "postgres://h/db");
-        assert_eq!(without_password("sqlite:mcq.sqlite"), "sqlite:mcq.sqlite");
-    }
 }

@@ -12,11 +12,13 @@ mod demo;
 pub(crate) mod exit;
 mod files;
 mod keys;
+mod logs;
 mod man;
 mod migrate;
 mod price;
 mod probes;
 mod queue_flags;
+mod redact;
 mod serve;
 mod status;
 mod submit;
@@ -28,6 +30,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 pub(crate) use color::Color;
+pub(crate) use logs::json as json_log;
 use exit::Outcome;
 
 /// mcq — a distributed Monte Carlo job queue for Asian-option pricing.

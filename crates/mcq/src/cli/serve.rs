@@ -11,11 +11,12 @@ use mcq_worker::{Worker, WorkerConfig};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::color;
 use super::count::count;
 use super::exit::{Outcome, bad_input};
 use super::files;
+use super::logs::LogFlags;
 use super::queue_flags::QueueFlags;
+use super::redact::redact;
 
 /// Flags of `mcq serve`.
 #[derive(Debug, clap::Args)]
@@ -60,6 +61,8 @@ pub(crate) struct Args {
     allowed_hosts: Vec<String>,
     #[command(flatten)]
     queue: QueueFlags,
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 /// Everything [`start`] needs.
@@ -86,7 +89,7 @@ pub(crate) struct Running {
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
-    init_tracing("info");
+    args.log.init("info");
     let max_connections = fit_connections(args.max_connections, files::raise_open_file_limit());
     let embedded = args.embedded_workers.unwrap_or_else(|| {
         if args.database_url.starts_with("sqlite:") {
@@ -138,7 +141,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         let shutdown = running.shutdown.clone();
         tokio::spawn(async move {
             signals.wait().await;
-            eprintln!("mcq: shutting down (finishing requests and in-flight tasks)");
+            tracing::info!("signal received: finishing requests and in-flight tasks, then exiting");
             shutdown.cancel();
         });
         running.wait().await
@@ -255,18 +258,6 @@ impl Running {
     }
 }
 
-/// Logs to stderr; `RUST_LOG` overrides `default_filter`.
-pub(crate) fn init_tracing(default_filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    // A second initialisation (tests, demo after serve) is harmless.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(color::stderr())
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 /// Cores of this machine (at least 1).
 pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
@@ -308,17 +299,5 @@ impl Signals {
             return;
         }
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// The URL without its password, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
     }
 }

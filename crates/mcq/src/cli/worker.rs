@@ -13,7 +13,9 @@ use super::count::count;
 use super::exit::{Outcome, bad_input};
 use super::probes::Probes;
 use super::queue_flags::QueueFlags;
-use super::serve::{Signals, init_tracing, redact};
+use super::logs::LogFlags;
+use super::redact::redact;
+use super::serve::Signals;
 
 /// Flags of `mcq worker`.
 #[derive(Debug, clap::Args)]
@@ -58,13 +60,20 @@ pub(crate) struct Args {
     /// port (logged) [default: no HTTP at all].
     #[arg(long, value_name = "ADDR")]
     http_listen: Option<SocketAddr>,
+    /// Seconds between log lines of the worker's counters (claimed,
+    /// completed, failed, retried, paths per second…); 0 logs them only
+    /// at exit.
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = count::<u64>(0..=86_400))]
+    counters_interval: u64,
     #[command(flatten)]
     queue: QueueFlags,
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
-    init_tracing("info");
+    args.log.init("info");
     let mut queue = args.queue.apply(QueueConfig::default());
     if let Some(lease) = args.lease {
         queue.lease = lease;
@@ -90,6 +99,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         complete_wait: args.complete_wait_ms.map_or(defaults.complete_wait, |ms| {
             Duration::from_millis(u64::from(ms))
         }),
+        counters_interval: (args.counters_interval > 0)
+            .then(|| Duration::from_secs(args.counters_interval)),
         ..defaults
     };
     // One thread is enough for the worker's loop and heartbeats, and
@@ -125,18 +136,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         if let Some(probes) = &probes {
             probes.attach(store.clone());
         }
-        let report = Worker::new(store, config).run(shutdown).await?;
-        tracing::info!(
-            claimed = report.claimed,
-            completed = report.completed,
-            refused = report.refused,
-            cancelled = report.cancelled,
-            failed = report.failed,
-            released = report.released,
-            handed_off = report.handed_off,
-            loop_turns = report.loop_turns,
-            "worker exited"
-        );
+        // The worker logs its totals as it exits ("worker exited").
+        Worker::new(store, config).run(shutdown).await?;
         Ok(Outcome::Done)
     })
 }

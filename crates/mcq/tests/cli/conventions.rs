@@ -185,15 +185,36 @@ fn colour_follows_the_flag_and_no_color() {
     );
     assert!(!esc(&["--color", "never", "status"], false));
     // The logs (tracing) are plain in a file or a pipe, and coloured when asked.
-    assert!(!first_log_line(&[]).contains('\u{1b}'));
-    assert!(first_log_line(&["--color", "always"]).contains('\u{1b}'));
+    assert!(!first_log_line(&[], &[]).contains('\u{1b}'));
+    assert!(first_log_line(&["--color", "always"], &[]).contains('\u{1b}'));
     let (code, text) = exit_and_stderr(&["--color", "sometimes", "status"]);
     assert_eq!(code, Some(2), "{text}");
 }
 
+#[test]
+fn the_log_format_is_text_or_json_and_json_is_never_coloured() {
+    let (code, text) = exit_and_stderr(&["worker", "--log-format", "xml"]);
+    assert_eq!(code, Some(2), "{text}");
+    let by_flag = first_log_line(&["--color", "always"], &["--log-format", "json"]);
+    let by_env = first_log_line_with(&[], &[], &[("MCQ_LOG_FORMAT", "json")]);
+    for line in [by_flag, by_env] {
+        let event: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|err| panic!("not one JSON object ({err}): {line:?}"));
+        assert_eq!(event["level"], "WARN", "{line}");
+        assert_eq!(event["fields"]["message"], "database unreachable", "{line}");
+        assert!(!line.contains('\u{1b}'), "{line:?}");
+    }
+}
+
 /// The first log line of a worker whose database is unreachable (it warns
-/// at once and keeps retrying, so it is killed after that line).
-fn first_log_line(flags: &[&str]) -> String {
+/// at once and keeps retrying, so it is killed after that line); `flags`
+/// come before `worker`, `after` after its own.
+fn first_log_line(flags: &[&str], after: &[&str]) -> String {
+    first_log_line_with(flags, after, &[])
+}
+
+/// [`first_log_line`] with extra environment variables.
+fn first_log_line_with(flags: &[&str], after: &[&str], envs: &[(&str, &str)]) -> String {
     use std::io::BufRead as _;
     let mut child = mcq()
         .args(flags)
@@ -202,6 +223,8 @@ fn first_log_line(flags: &[&str]) -> String {
             "--database-url",
             "postgres://nobody@127.0.0.1:1/mcq",
         ])
+        .args(after)
+        .envs(envs.iter().copied())
         .env("RUST_LOG", "warn")
         .env_remove("NO_COLOR")
         .stdout(std::process::Stdio::null())

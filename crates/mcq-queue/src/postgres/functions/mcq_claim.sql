@@ -2,7 +2,10 @@
 -- the tenants with work waiting. Each tenant's work is its due queued
 -- tasks (by priority, then in order), then its staged jobs
 -- (`mcq_claim_staged`). Rows with a task id are the claimed tasks; rows
--- without carry the spec of each job involved.
+-- without carry the spec of each job involved and, in `lease_token`, the
+-- job's batch (NULL for a single job), which the worker's log names with
+-- every event of the task: the columns of a function are its signature,
+-- which a rollout cannot change under running workers.
 --
 -- Fair share, work-conserving: the tenants with queued tasks or staged
 -- rows are found by a skip scan (one index probe per tenant). A first pass
@@ -127,11 +130,11 @@ IF cardinality(due) > 0 THEN
         SET state = 'running', started_at = coalesce(j.started_at, now()), attempts = j.attempts + p.n
         FROM per_job p
         WHERE j.id = p.job_id
-        RETURNING j.id, j.spec::text AS spec
+        RETURNING j.id, j.spec::text AS spec, j.batch_id
     )
     SELECT c.id, c.job_id, c.lease_token, c.attempt, c.chunk_start, c.chunk_end, NULL::text FROM claimed c
     UNION ALL
-    SELECT NULL, s.id, NULL, NULL, NULL, NULL, s.spec FROM started s;
+    SELECT NULL, s.id, s.batch_id, NULL, NULL, NULL, s.spec FROM started s;
 END IF;
 END
 $$;

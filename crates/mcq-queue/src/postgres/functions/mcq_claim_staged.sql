@@ -1,8 +1,9 @@
 -- Part of the claim (`mcq_claim`): up to `p_max` staged jobs of tenant
 -- `p_tenant`, from its oldest staged row no other claim holds, inserted as
 -- running job and task rows under new leases. Each job comes back as two
--- rows, its task's (with a task id) and its own (with its spec), so the
--- caller counts the jobs taken as half the rows.
+-- rows, its task's (with a task id) and its own (with its spec, and its
+-- batch in `lease_token` as `mcq_claim` says), so the caller counts the
+-- jobs taken as half the rows.
 CREATE OR REPLACE FUNCTION mcq_claim_staged(p_worker uuid, p_tenant integer, p_max bigint,
                                             p_lease_secs double precision)
 RETURNS TABLE (id bigint, job_id uuid, lease_token uuid, attempt integer,
@@ -56,6 +57,6 @@ WITH j AS (
 )
 SELECT t.id, t.job_id, t.lease_token, t.attempt, t.chunk_start, t.chunk_end, NULL::text FROM t
 UNION ALL
-SELECT NULL, j.id, NULL, NULL, NULL, NULL, j.spec FROM j;
+SELECT NULL, j.id, s.batch_id, NULL, NULL, NULL, j.spec FROM j;
 END
 $$;
