@@ -149,8 +149,7 @@ fn json_lines_carry_the_request_id_and_each_tasks_job_and_batch() -> anyhow::Res
     )?;
     let runtime = tokio::runtime::Runtime::new()?;
     let http = reqwest::Client::new();
-    let (echoed, batch, jobs) =
-        runtime.block_on(submit(&http, &base, None, "logs-test-submit"))?;
+    let (echoed, batch, jobs) = runtime.block_on(submit(&http, &base, None, "logs-test-submit"))?;
     assert_eq!(echoed, "logs-test-submit", "the client's id is echoed");
     runtime.block_on(wait_done(&http, &base, None, &batch))?;
     // A cancel logs its record from inside the handler.
@@ -335,13 +334,8 @@ fn no_key_or_database_password_reaches_the_log_in_either_format() -> anyhow::Res
             ("RUST_LOG", "debug,mcq_worker=trace"),
             ("MCQ_LOG_FORMAT", format),
         ];
-        let (mut server, base) = McqProcess::server_with(
-            &format!("serve-{format}"),
-            &url,
-            &[],
-            &envs,
-            dir.path(),
-        )?;
+        let (mut server, base) =
+            McqProcess::server_with(&format!("serve-{format}"), &url, &[], &envs, dir.path())?;
         let mut worker = McqProcess::spawn(
             &format!("worker-{format}"),
             &["worker", "--database-url", &url, "--concurrency", "1"],
@@ -349,11 +343,18 @@ fn no_key_or_database_password_reaches_the_log_in_either_format() -> anyhow::Res
             dir.path(),
         )?;
         let http = reqwest::Client::new();
-        let (_, batch, jobs) =
-            runtime.block_on(submit(&http, &base, Some(&key), &format!("secret-{format}")))?;
+        let (_, batch, jobs) = runtime.block_on(submit(
+            &http,
+            &base,
+            Some(&key),
+            &format!("secret-{format}"),
+        ))?;
         runtime.block_on(wait_done(&http, &base, Some(&key), &batch))?;
         // A wrong key and a missing one are refused, and logged as such.
-        let wrong = format!("{}_{WRONG_SECRET}", key.rsplit_once('_').context("a key")?.0);
+        let wrong = format!(
+            "{}_{WRONG_SECRET}",
+            key.rsplit_once('_').context("a key")?.0
+        );
         for bearer in [Some(wrong.as_str()), None] {
             let mut request = http.get(format!("{base}/v1/batches/{batch}"));
             if let Some(bearer) = bearer {
@@ -397,12 +398,17 @@ fn no_key_or_database_password_reaches_the_log_in_either_format() -> anyhow::Res
     })?;
     stop(&mut waiting)?;
     assert!(
-        waiting.log_text().contains("postgres://postgres:***@127.0.0.1:1/mcq"),
+        waiting
+            .log_text()
+            .contains("postgres://postgres:***@127.0.0.1:1/mcq"),
         "{}",
         waiting.logs()
     );
     logs.push(waiting);
-    for (name, bad) in [("serve-unreachable", &unreachable), ("serve-malformed", &malformed)] {
+    for (name, bad) in [
+        ("serve-unreachable", &unreachable),
+        ("serve-malformed", &malformed),
+    ] {
         let mut refused = McqProcess::spawn(
             name,
             &["serve", "--listen", "127.0.0.1:0", "--database-url", bad],

@@ -96,11 +96,7 @@ mod tests {
         };
         assert_eq!(rates(&before, &after, 60.0), (1.0, 1_000.0));
         assert_eq!(rates(&before, &after, 0.0), (0.0, 0.0), "no time, no rate");
-        assert_eq!(
-            rates(&after, &before, 1.0),
-            (0.0, 0.0),
-            "never negative"
-        );
+        assert_eq!(rates(&after, &before, 1.0), (0.0, 0.0), "never negative");
     }
 
     /// Paused time: the line is written at each interval's end, never

@@ -90,7 +90,8 @@ async fn work(
             .in_current_span(),
     );
     if let Some(interval) = config.prune_interval {
-        tracker.spawn(heartbeat::prune(store.clone(), interval, shutdown.clone()).in_current_span());
+        tracker
+            .spawn(heartbeat::prune(store.clone(), interval, shutdown.clone()).in_current_span());
     }
     if let Some(interval) = config.counters_interval {
         tracker.spawn(
@@ -181,7 +182,13 @@ async fn work(
     give_up_timer.abort();
     let report = counters.report();
     let life = started.elapsed().as_secs_f64();
-    log_counters("worker exited", &report, &WorkerReport::default(), life, held.len());
+    log_counters(
+        "worker exited",
+        &report,
+        &WorkerReport::default(),
+        life,
+        held.len(),
+    );
     report
 }
 

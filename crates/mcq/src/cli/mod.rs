@@ -30,8 +30,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 pub(crate) use color::Color;
-pub(crate) use logs::json as json_log;
 use exit::Outcome;
+pub(crate) use logs::json as json_log;
 
 /// mcq — a distributed Monte Carlo job queue for Asian-option pricing.
 #[derive(Debug, Parser)]

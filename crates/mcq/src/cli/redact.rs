@@ -56,7 +56,10 @@ mod tests {
     #[test]
     fn passwords_are_masked_and_the_rest_kept() {
         for (url, shown) in [
-            ("postgres://u:secret@h:5432/db", "postgres://u:***@h:5432/db"),
+            (
+                "postgres://u:secret@h:5432/db",
+                "postgres://u:***@h:5432/db",
+            ),
             ("postgres://u@h/db", "postgres://u@h/db"),
             ("postgres://h/db", "postgres://h/db"),
             ("postgres://u:secret@h", "postgres://u:***@h"),

@@ -11,9 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::count::count;
 use super::exit::{Outcome, bad_input};
+use super::logs::LogFlags;
 use super::probes::Probes;
 use super::queue_flags::QueueFlags;
-use super::logs::LogFlags;
 use super::redact::redact;
 use super::serve::Signals;
 
