@@ -375,6 +375,18 @@ impl Store {
     pub async fn reap(&self) -> Result<Reaped, StoreError> {
         dispatch!(self, q => q.reap().await)
     }
+    /// Reaps as [`Store::reap`] does, if no one (any worker of the fleet)
+    /// reaped in the last `gap`; `None` when it was not this caller's turn.
+    /// Workers call this each heartbeat interval with half the interval:
+    /// however many they are, the running tasks are scanned about once an
+    /// interval, and a lost lease is ended within its length plus one and
+    /// a half intervals.
+    pub async fn reap_in_turn(&self, gap: Duration) -> Result<Option<Reaped>, StoreError> {
+        if !dispatch!(self, q => q.take_reaper_turn(gap).await)? {
+            return Ok(None);
+        }
+        self.reap().await.map(Some)
+    }
     /// Claims up to `max` due queued tasks (expired leases are requeued by [`Store::reap`]).
     pub async fn claim(&self, worker: Uuid, max: u32) -> Result<Vec<ClaimedTask>, StoreError> {
         if max == 0 {

@@ -117,10 +117,12 @@ impl Throughput {
     }
 }
 
-/// Ends expired leases every `interval` until `stop`: requeues tasks with
-/// attempts left, fails those on their last attempt. Any worker may do it:
-/// the statement skips rows another worker is reaping. Recovery after a
-/// lost worker therefore takes its lease plus at most one interval.
+/// Offers to end expired leases every `interval` until `stop`: requeues
+/// tasks with attempts left, fails those on their last attempt. The fleet
+/// takes turns (`Store::reap_in_turn`): an offer reaps only if no worker
+/// reaped in the last half interval, so the running tasks are scanned
+/// about once an interval however many workers there are. Recovery after
+/// a lost worker takes its lease plus at most one and a half intervals.
 pub(crate) async fn reap(store: Store, interval: Duration, stop: CancellationToken) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -129,8 +131,9 @@ pub(crate) async fn reap(store: Store, interval: Duration, stop: CancellationTok
             () = stop.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        match store.reap().await {
-            Ok(reaped) => {
+        match store.reap_in_turn(interval / 2).await {
+            Ok(None) => {}
+            Ok(Some(reaped)) => {
                 if reaped.requeued > 0 {
                     tracing::info!(
                         tasks = reaped.requeued,

@@ -4,6 +4,7 @@
 //! the caller's token.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use sqlx::Row as _;
 use sqlx::postgres::PgRow;
@@ -192,6 +193,22 @@ impl PgQueue {
         reply.cancelled.sort_unstable();
         reply.lost.sort_unstable();
         Ok(reply)
+    }
+
+    /// Takes the fleet's reaper turn if the last reap is older than `gap`
+    /// (migrations/postgres/0006_reaper_turn.sql). An offer that does not
+    /// match writes nothing and takes no lock; offers racing a taker wait
+    /// for its commit and then find the turn taken.
+    pub(crate) async fn take_reaper_turn(&self, gap: Duration) -> Result<bool, StoreError> {
+        let taken = sqlx::query(
+            "UPDATE reaper_turn SET reaped_at = now()
+             WHERE reaped_at <= now() - make_interval(secs => $1)",
+        )
+        .bind(gap.as_secs_f64())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(taken == 1)
     }
 
     /// Requeues expired leases with attempts left and fails those on their

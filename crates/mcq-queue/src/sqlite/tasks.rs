@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use sqlx::{Row as _, Sqlite, Transaction};
 use uuid::Uuid;
@@ -250,6 +251,20 @@ impl SqliteQueue {
         reply.cancelled.sort_unstable();
         reply.lost.sort_unstable();
         Ok(reply)
+    }
+
+    /// Takes the fleet's reaper turn if the last reap is older than `gap`
+    /// (migrations/sqlite/0006_reaper_turn.sql): one statement, its own
+    /// transaction.
+    pub(crate) async fn take_reaper_turn(&self, gap: Duration) -> Result<bool, StoreError> {
+        let now = now_us();
+        let taken = sqlx::query("UPDATE reaper_turn SET reaped_at = ?1 WHERE reaped_at <= ?2")
+            .bind(now)
+            .bind(now.saturating_sub(duration_us(gap)))
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        Ok(taken == 1)
     }
 
     /// Requeues expired leases with attempts left (keeping their place in

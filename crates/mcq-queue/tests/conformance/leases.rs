@@ -503,3 +503,42 @@ fn whole(task: &ClaimedTask) -> TaskDone {
     }
     done
 }
+
+/// The fleet takes turns to reap: an offer within the gap of the last reap
+/// scans nothing, even with a lease expired; past it, the offer reaps.
+pub(crate) async fn workers_take_turns_to_reap(db: &Db) {
+    let store = db.store(quick(200)).await;
+    let hour = Duration::from_secs(3600);
+    // The first offer ever takes the turn; another within the hour does not.
+    assert_eq!(
+        store.reap_in_turn(hour).await.expect("reap"),
+        Some(Reaped::default())
+    );
+    assert_eq!(store.reap_in_turn(hour).await.expect("reap"), None);
+    submit(&store, single(1)).await;
+    let (a, b) = (worker(&store).await, worker(&store).await);
+    store
+        .claim(a, 1)
+        .await
+        .expect("claim")
+        .pop()
+        .expect("a task");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        store.reap_in_turn(hour).await.expect("reap"),
+        None,
+        "not this offer's turn"
+    );
+    assert!(
+        store.claim(b, 1).await.expect("claim").is_empty(),
+        "the expired lease was left alone"
+    );
+    assert_eq!(
+        store.reap_in_turn(Duration::ZERO).await.expect("reap"),
+        Some(Reaped {
+            requeued: 1,
+            failed: 0
+        })
+    );
+    assert_eq!(store.claim(b, 1).await.expect("claim").len(), 1);
+}

@@ -83,6 +83,7 @@ conformance! {
     leases::lease_expiring_on_last_attempt_fails_the_job,
     leases::mixed_completion_records_only_live_leases,
     leases::completion_sent_with_a_claim_is_fenced_and_recorded,
+    leases::workers_take_turns_to_reap,
     lifecycle::failure_retries_after_backoff,
     lifecycle::last_attempt_fails_job_and_cancels_siblings,
     lifecycle::cancel_queued_job_leaves_queue,
