@@ -21,6 +21,7 @@ mod environment;
 mod figures;
 mod interval;
 mod link;
+pub mod link_sweep;
 mod local;
 mod output;
 mod platform;

@@ -3,6 +3,7 @@
 
 mod breakeven;
 mod cost;
+mod links;
 mod scale;
 mod timeline;
 mod wall;
@@ -16,6 +17,7 @@ use plotters::prelude::*;
 
 pub(crate) use breakeven::BreakEvenChart;
 pub(crate) use cost::CostChart;
+pub(crate) use links::{RttChart, SpeedupChart};
 pub(crate) use scale::ScaleChart;
 pub(crate) use timeline::TimelineChart;
 pub(crate) use wall::WallChart;

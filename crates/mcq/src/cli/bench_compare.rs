@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use mcq_bench::link_sweep::{LinkRun, LinkSweepReport};
 use mcq_bench::{
     Backend, CostModel, Event, LinkProfile, Plan, Platform, PollOptions, Target, parse_cloud_price,
     parse_link, parse_price,
@@ -78,8 +79,11 @@ pub(crate) struct Args {
     /// Emulated link for both the database and the client links: loopback,
     /// same-az, cross-az, cross-region, wan-2010 or
     /// rtt=20ms,jitter=2ms,rate=100mbit,loss=0.1% (see docs/bench.md).
-    #[arg(long, value_parser = link_profile, conflicts_with_all = ["link_db", "link_client"])]
-    link: Option<Box<LinkProfile>>,
+    /// Several (`--link loopback,same-az,cross-region`, a custom one in a
+    /// --link of its own) run the whole comparison once per link, into
+    /// OUT/LINK/, and chart the break-even against the links' RTT.
+    #[arg(long, value_parser = link_list, conflicts_with_all = ["link_db", "link_client"])]
+    link: Vec<LinkList>,
     /// Emulated link between the service's workers and PostgreSQL (needs --database-url).
     #[arg(long, value_parser = link_profile)]
     link_db: Option<Box<LinkProfile>>,
@@ -87,13 +91,13 @@ pub(crate) struct Args {
     #[arg(long, value_parser = link_profile)]
     link_client: Option<Box<LinkProfile>>,
     /// Reproduce a published grid in one command. `2010`: 100 calls of 1M
-    /// and 10M paths, all platforms, 10 trials (the first cold), once with
-    /// the service on loopback and once over wan-2010, then a table beside
-    /// the 2010 result (OUT/preset-2010.md).
+    /// and 10M paths, all platforms, --trials trials (10 by default, the
+    /// first cold), once with the service on loopback and once over
+    /// wan-2010, then a table beside the 2010 result (OUT/preset-2010.md).
     #[arg(
         long,
         value_parser = ["2010"],
-        conflicts_with_all = ["calls", "runs", "sweep_runs", "trials", "platforms", "link", "link_db", "link_client"]
+        conflicts_with_all = ["calls", "runs", "sweep_runs", "platforms", "link", "link_db", "link_client"]
     )]
     preset: Option<String>,
 }
@@ -103,10 +107,46 @@ fn link_profile(text: &str) -> Result<Box<LinkProfile>, String> {
     parse_link(text).map(Box::new)
 }
 
+/// The profiles of one `--link`: a custom `key=value,…` profile, or a
+/// comma-separated list of built-in names.
+#[derive(Debug, Clone)]
+struct LinkList(Vec<LinkProfile>);
+
+fn link_list(text: &str) -> Result<LinkList, String> {
+    if text.contains('=') {
+        return parse_link(text).map(|p| LinkList(vec![p]));
+    }
+    text.split(',').map(parse_link).collect::<Result<_, _>>().map(LinkList)
+}
+
+impl Args {
+    /// Every `--link` profile, in the order given.
+    fn links(&self) -> Vec<LinkProfile> {
+        self.link.iter().flat_map(|l| l.0.iter().cloned()).collect()
+    }
+
+    /// The one `--link` of a single comparison.
+    fn single_link(&self) -> Option<LinkProfile> {
+        self.links().into_iter().next()
+    }
+}
+
 /// Runs `mcq bench compare`.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.preset.is_some() {
         return preset_2010(args);
+    }
+    if args.links().len() > 1 {
+        let links = args.links();
+        let out = args.out.clone();
+        let (_, sweep) = sweep_links(args, &links)?;
+        print!("\n{}", sweep.table);
+        println!(
+            "wrote {} files to {} (and each link's run into its folder)",
+            sweep.sweep.files.len(),
+            out.display()
+        );
+        return Ok(Outcome::Done);
     }
     let report = measure(args)?;
     print!("{}", report.table);
@@ -156,13 +196,15 @@ fn measure(args: Args) -> anyhow::Result<mcq_bench::Report> {
     } else {
         None
     };
+    let link = args.single_link();
     let link_client = args
         .link_client
         .clone()
-        .or_else(|| args.link.clone())
-        .map_or_else(LinkProfile::loopback, |p| *p);
+        .map(|p| *p)
+        .or_else(|| link.clone())
+        .unwrap_or_else(LinkProfile::loopback);
     let embedded = matches!(service, Some(Target::Start(Backend::Embedded { .. })));
-    let link_db = match (&args.link_db, &args.link) {
+    let link_db = match (args.link_db.as_deref(), link.as_ref()) {
         (Some(p), _) if !p.is_loopback() && embedded => {
             return Err(bad_input(
                 "--link-db needs --database-url: the embedded SQLite database lives inside the \
@@ -186,7 +228,7 @@ fn measure(args: Args) -> anyhow::Result<mcq_bench::Report> {
             },
             ..LinkProfile::loopback()
         },
-        (Some(p), _) | (None, Some(p)) => (**p).clone(),
+        (Some(p), _) | (None, Some(p)) => p.clone(),
         (None, None) => LinkProfile::loopback(),
     };
     let plan = Plan {
@@ -221,9 +263,39 @@ fn measure(args: Args) -> anyhow::Result<mcq_bench::Report> {
     Ok(report)
 }
 
+/// The whole comparison once per link, into OUT/LINK/, then the link
+/// sweep (the break-even against RTT) into OUT.
+fn sweep_links(
+    args: Args,
+    links: &[LinkProfile],
+) -> anyhow::Result<(Vec<LinkRun>, LinkSweepReport)> {
+    use mcq_bench::link_sweep;
+    let dirs = link_sweep::run_dirs(links).map_err(bad_input)?;
+    let out = args.out.clone();
+    // An earlier sweep's chart must not pass for this one's while it runs.
+    link_sweep::remove_stale(&out)?;
+    let mut runs = Vec::new();
+    for (profile, dir) in links.iter().zip(dirs) {
+        println!("the service over {profile}");
+        let mut one = args.clone();
+        one.out = out.join(&dir);
+        one.link = vec![LinkList(vec![profile.clone()])];
+        let report = measure(one)?;
+        print!("{}", report.table);
+        runs.push(LinkRun {
+            profile: profile.clone(),
+            dir,
+            summary: report.summary,
+        });
+    }
+    let report = link_sweep::write(&runs, &out)?;
+    Ok((runs, report))
+}
+
 /// `--preset 2010`: the grid twice, on loopback and over wan-2010, into
-/// OUT/loopback and OUT/wan-2010, and the comparison table beside 2010's
-/// result, printed and written to OUT/preset-2010.md.
+/// OUT/loopback and OUT/wan-2010, the link sweep's charts into OUT, and the
+/// comparison table beside 2010's result, printed and written to
+/// OUT/preset-2010.md.
 fn preset_2010(mut args: Args) -> anyhow::Result<Outcome> {
     use mcq_bench::preset;
     let out = args.out.clone();
@@ -231,30 +303,36 @@ fn preset_2010(mut args: Args) -> anyhow::Result<Outcome> {
     args.calls = preset::CALLS;
     args.runs = preset::LEVELS[0];
     args.sweep_runs = Some(preset::LEVELS[1..].to_vec());
-    args.trials = preset::TRIALS;
     args.platforms = Platform::ALL.to_vec();
-    let mut levels = Vec::new();
-    for link in ["loopback", "wan-2010"] {
-        println!("preset 2010: the service over {link}");
-        let mut one = args.clone();
-        one.out = out.join(link);
-        one.link = Some(Box::new(parse_link(link).map_err(bad_input)?));
-        let report = measure(one)?;
-        print!("{}", report.table);
-        levels.push(report.summary.levels);
-    }
-    let table = preset::table(&levels[0], &levels[1]);
+    let links = ["loopback", "wan-2010"]
+        .map(parse_link)
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad_input)?;
+    let trials = args.trials;
+    let (runs, sweep) = sweep_links(args, &links)?;
+    let of = |name: &str| {
+        runs.iter()
+            .find(|r| r.profile.name == name)
+            .map(|r| r.summary.levels.clone())
+            .unwrap_or_default()
+    };
+    let table = preset::table(&of("loopback"), &of("wan-2010"));
     let path = out.join("preset-2010.md");
     std::fs::write(
         &path,
         format!(
             "# mcq bench compare --preset 2010\n\nMedian warm wall time per batch of {} calls \
-             [95% interval]; details in loopback/report.md and wan-2010/report.md.\n\n{table}",
-            preset::CALLS
+             [95% interval], {trials} trials per platform and level, the first cold; details \
+             in loopback/report.md and wan-2010/report.md.\n\n{table}\n## Break-even per \
+             link\n\n{}\n![speedup-by-link.svg](speedup-by-link.svg)\n\n\
+             ![break-even-rtt.svg](break-even-rtt.svg)\n",
+            preset::CALLS,
+            sweep.table
         ),
     )
     .with_context(|| format!("writing {}", path.display()))?;
-    println!("\n{table}\nwrote {}", path.display());
+    println!("\n{table}\n{}\nwrote {}", sweep.table, path.display());
     Ok(Outcome::Done)
 }
 

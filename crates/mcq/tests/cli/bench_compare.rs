@@ -386,6 +386,11 @@ fn bad_flags_are_rejected_with_a_clear_message() {
         (&["--wait-ms", "61000"][..], "wait-ms"),
         (&["--cost-local", "0.03"][..], "--cost-cloud"),
         (&["--link", "moon"][..], "unknown link profile"),
+        (&["--link", "same-az,moon"][..], "unknown link profile"),
+        (
+            &["--link", "same-az", "--link", "loopback,same-az"][..],
+            "given twice",
+        ),
         (&["--preset", "1999"][..], "2010"),
         (
             &["--preset", "2010", "--calls", "3"][..],
@@ -471,4 +476,80 @@ fn a_client_link_adds_its_round_trips_to_every_service_trial() {
         env["link_db"].as_str().unwrap().starts_with("in-process"),
         "{env}"
     );
+}
+
+#[test]
+fn several_links_give_one_run_each_and_the_break_even_against_rtt() {
+    let scratch = Scratch::new("bench-links");
+    let out_dir = scratch.0.join("out");
+    let output = mcq()
+        .current_dir(&scratch.0)
+        .args(["bench", "compare", "--calls", "2", "--runs", "1e3"])
+        .args(["--sweep-runs", "1e4", "--trials", "2", "--workers", "1"])
+        .args(["--threads", "1", "--wait-ms", "500"])
+        .args(["--cost-local", "0.04", "--cost-cloud", "0.02"])
+        .args(["--link", "rtt=20ms", "--link", "loopback"])
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("run mcq bench compare");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let read = |path: PathBuf| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let sweep = read(out_dir.join("links.json"));
+    let links = sweep["links"].as_array().unwrap();
+    // Sorted by RTT, each with its own complete run.
+    let names: Vec<&str> = links
+        .iter()
+        .map(|l| l["profile"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["loopback", "custom"]);
+    for link in links {
+        let dir = link["dir"].as_str().unwrap();
+        let summary = read(out_dir.join(dir).join("summary.json"));
+        // The sweep's crossings are the run's own, to the last digit.
+        for mark in ["service_beats_local_1", "service_reaches_90pct_of_local_all"] {
+            assert_eq!(link[mark], summary["break_even"][mark], "{dir} {mark}");
+        }
+        assert_eq!(
+            link["service_cheaper_than_local_1"],
+            summary["cost"]["service_cheaper_than_local_1"],
+            "{dir}"
+        );
+        let env = &summary["environment"];
+        let expected = if dir == "loopback" { "loopback" } else { "rtt 20 ms" };
+        assert!(
+            env["link_client"].as_str().unwrap().contains(expected),
+            "{dir}: {env}"
+        );
+        let (_, trials) = read_csv(&out_dir.join(dir).join("trials.csv"));
+        assert_eq!(trials.len(), 2 * 2 * 3, "{dir}");
+    }
+    let mut files: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let listed: Vec<&str> = sweep["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(files, listed);
+    for chart in ["break-even-rtt", "speedup-by-link"] {
+        assert!(listed.contains(&format!("{chart}.png").as_str()), "{listed:?}");
+    }
+    let (_, rows) = read_csv(&out_dir.join("links.csv"));
+    assert_eq!(rows.len(), 2 * 3);
+    assert!(stdout.contains("| custom | 20 |"), "{stdout}");
 }
