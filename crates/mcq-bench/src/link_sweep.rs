@@ -220,7 +220,10 @@ pub fn write(runs: &[LinkRun], dir: &Path) -> anyhow::Result<LinkSweepReport> {
         })
         .collect();
     output::write_csv(&dir.join(LINKS_CSV), &rows)?;
-    let context = format!("service: {}, {} calls per batch", sweep.backend, sweep.calls);
+    let context = format!(
+        "service: {}, {} calls per batch",
+        sweep.backend, sweep.calls
+    );
     let mut charts = Vec::new();
     charts.extend(chart::save(
         &chart::RttChart {

@@ -96,7 +96,11 @@ impl Chart for RttChart<'_> {
             .iter()
             .map(|p| rtt_x(p.profile.rtt.as_secs_f64() * 1e3))
             .collect();
-        let x0 = rtts.iter().copied().fold(f64::MAX, f64::min).min(LOOPBACK_MS);
+        let x0 = rtts
+            .iter()
+            .copied()
+            .fold(f64::MAX, f64::min)
+            .min(LOOPBACK_MS);
         let x1 = rtts.iter().copied().fold(1.0, f64::max);
         let mut chart = ChartBuilder::on(&plot)
             .margin(16)
@@ -158,7 +162,9 @@ impl Chart for RttChart<'_> {
                 }
                 chart.draw_series(parts).map_err(fail(what))?;
                 match shape {
-                    0 => chart.draw_series(std::iter::once(Circle::new((x, y), 5, colour.filled()))),
+                    0 => {
+                        chart.draw_series(std::iter::once(Circle::new((x, y), 5, colour.filled())))
+                    }
                     // A ring: the crossing lies at this level or below it.
                     1 => chart.draw_series(std::iter::once(Circle::new(
                         (x, y),
@@ -277,10 +283,7 @@ impl Chart for SpeedupChart<'_> {
                 BLACK.stroke_width(1),
             ))
             .map_err(fail(what))?;
-        let mut entries = vec![(
-            Swatch::Dashed(BLACK),
-            "1×: as fast as local-1".to_owned(),
-        )];
+        let mut entries = vec![(Swatch::Dashed(BLACK), "1×: as fast as local-1".to_owned())];
         let n = series.len().max(1) as f64;
         for (i, (p, values)) in links.iter().zip(&series).enumerate() {
             if values.is_empty() {

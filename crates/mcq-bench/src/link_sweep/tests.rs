@@ -92,7 +92,11 @@ fn crossings_move_with_the_rtt_and_match_each_run() {
     // Given out of order: the sweep sorts by RTT.
     let runs = [run("cross-region"), run("loopback"), run("same-az")];
     let sweep = analyse(&runs);
-    let names: Vec<&str> = sweep.links.iter().map(|p| p.profile.name.as_str()).collect();
+    let names: Vec<&str> = sweep
+        .links
+        .iter()
+        .map(|p| p.profile.name.as_str())
+        .collect();
     assert_eq!(names, ["loopback", "same-az", "cross-region"]);
     let beats: Vec<f64> = sweep
         .links
@@ -120,7 +124,11 @@ fn crossings_move_with_the_rtt_and_match_each_run() {
         );
         assert_eq!(
             p.service_cheaper_than_local_1,
-            own.summary.cost.as_ref().unwrap().service_cheaper_than_local_1
+            own.summary
+                .cost
+                .as_ref()
+                .unwrap()
+                .service_cheaper_than_local_1
         );
         let ci = p.service_beats_local_1.unwrap().runs_interval.unwrap();
         let r = p.service_beats_local_1.unwrap().runs.unwrap();
@@ -183,7 +191,11 @@ fn the_sweep_writes_its_files_and_lists_exactly_them() {
         .unwrap();
     let runs_text = format!(
         "≈ {:.0} runs per call",
-        report.sweep.links[2].service_beats_local_1.unwrap().runs.unwrap()
+        report.sweep.links[2]
+            .service_beats_local_1
+            .unwrap()
+            .runs
+            .unwrap()
     );
     assert!(line.contains(&runs_text), "{line}");
     assert!(report.table.contains("a warning of the cross-az run"));

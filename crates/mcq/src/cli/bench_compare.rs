@@ -116,7 +116,10 @@ fn link_list(text: &str) -> Result<LinkList, String> {
     if text.contains('=') {
         return parse_link(text).map(|p| LinkList(vec![p]));
     }
-    text.split(',').map(parse_link).collect::<Result<_, _>>().map(LinkList)
+    text.split(',')
+        .map(parse_link)
+        .collect::<Result<_, _>>()
+        .map(LinkList)
 }
 
 impl Args {

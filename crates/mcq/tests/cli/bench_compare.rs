@@ -515,16 +515,22 @@ fn several_links_give_one_run_each_and_the_break_even_against_rtt() {
         let dir = link["dir"].as_str().unwrap();
         let summary = read(out_dir.join(dir).join("summary.json"));
         // The sweep's crossings are the run's own, to the last digit.
-        for mark in ["service_beats_local_1", "service_reaches_90pct_of_local_all"] {
+        for mark in [
+            "service_beats_local_1",
+            "service_reaches_90pct_of_local_all",
+        ] {
             assert_eq!(link[mark], summary["break_even"][mark], "{dir} {mark}");
         }
         assert_eq!(
-            link["service_cheaper_than_local_1"],
-            summary["cost"]["service_cheaper_than_local_1"],
+            link["service_cheaper_than_local_1"], summary["cost"]["service_cheaper_than_local_1"],
             "{dir}"
         );
         let env = &summary["environment"];
-        let expected = if dir == "loopback" { "loopback" } else { "rtt 20 ms" };
+        let expected = if dir == "loopback" {
+            "loopback"
+        } else {
+            "rtt 20 ms"
+        };
         assert!(
             env["link_client"].as_str().unwrap().contains(expected),
             "{dir}: {env}"
@@ -547,7 +553,10 @@ fn several_links_give_one_run_each_and_the_break_even_against_rtt() {
         .collect();
     assert_eq!(files, listed);
     for chart in ["break-even-rtt", "speedup-by-link"] {
-        assert!(listed.contains(&format!("{chart}.png").as_str()), "{listed:?}");
+        assert!(
+            listed.contains(&format!("{chart}.png").as_str()),
+            "{listed:?}"
+        );
     }
     let (_, rows) = read_csv(&out_dir.join("links.csv"));
     assert_eq!(rows.len(), 2 * 3);
