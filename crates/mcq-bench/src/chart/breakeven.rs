@@ -3,6 +3,7 @@
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, header, legend, tint};
 use crate::breakeven::{BreakEven, CrossingKind};
@@ -168,11 +169,19 @@ impl Chart for BreakEvenChart<'_> {
             ));
             // Stagger the two labels so they do not overlap when the marks are close.
             let y = y1 * if i == 0 { 1.3 } else { 1.1 };
+            // In the right half of the axis the label runs leftwards from
+            // the mark, so it is never cut off at the plot's edge.
+            let right_half = runs.ln() > ((x0 / 1.5).ln() + (x1 * 1.5).ln()) / 2.0;
+            let (label, anchor) = if right_half {
+                (format!("{text} "), Pos::new(HPos::Right, VPos::Top))
+            } else {
+                (format!(" {text}"), Pos::new(HPos::Left, VPos::Top))
+            };
             chart
                 .draw_series(std::iter::once(Text::new(
-                    format!(" {text}"),
+                    label,
                     (runs, y),
-                    (FAMILY, 13).into_font().color(&c),
+                    (FAMILY, 13).into_font().color(&c).pos(anchor),
                 )))
                 .map_err(fail("the break-even chart"))?;
         }
