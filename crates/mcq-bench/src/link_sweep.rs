@@ -126,7 +126,7 @@ pub fn analyse(runs: &[LinkRun]) -> LinkSweep {
             }
         })
         .collect();
-    links.sort_by(|a, b| a.profile.rtt.cmp(&b.profile.rtt));
+    links.sort_by_key(|p| p.profile.rtt);
     let first = runs.first().map(|r| &r.summary);
     LinkSweep {
         calls: first.map_or(0, |s| s.settings.calls),
