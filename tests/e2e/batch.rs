@@ -78,6 +78,7 @@ async fn run_batch(client: &Client) -> (BatchView, Vec<JobView>) {
         label: Some("e2e".into()),
         priority: None,
         jobs: specs(),
+        ..BatchRequest::default()
     };
     let accepted = client
         .submit_batch(&request, Some("e2e-batch"))
@@ -221,6 +222,7 @@ async fn check_cancel(client: &Client) {
         label: None,
         priority: None,
         jobs: vec![long; 3],
+        ..BatchRequest::default()
     };
     let accepted = client.submit_batch(&request, None).await.expect("submit");
     let cancelled = client.cancel_batch(accepted.id).await.expect("cancel");

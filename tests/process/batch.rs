@@ -52,6 +52,7 @@ pub(crate) async fn submit(store: &Store, specs: Vec<Spec>) -> anyhow::Result<Uu
             tenant: mcq_queue::DEFAULT_TENANT,
             priority: 0,
             as_batch: true,
+            grid: None,
             label: Some("process test".into()),
             jobs,
             idempotency: None,

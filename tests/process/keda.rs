@@ -66,6 +66,7 @@ async fn keda_query_counts_queued_running_and_staged_tasks() -> anyhow::Result<(
             tenant: mcq_queue::DEFAULT_TENANT,
             priority: 0,
             as_batch: false,
+            grid: None,
             label: None,
             jobs: vec![batch::spec(3, 99).validate().expect("a valid spec")],
             idempotency: None,

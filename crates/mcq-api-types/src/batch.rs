@@ -6,7 +6,11 @@ use mcq_kernel::Spec;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// Body of `POST /v1/batches`.
+use crate::Sweep;
+
+/// Body of `POST /v1/batches`: either the jobs, or a sweep over a base
+/// spec, which the server expands into one job per grid point (times
+/// `repeat`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -19,7 +23,9 @@ pub struct BatchRequest {
     )]
     pub label: Option<String>,
     /// The jobs, each a pricing spec; omitted fields take their defaults.
-    /// At least one, at most the server's limit (100,000 by default).
+    /// At least one, at most the server's limit (100,000 by default);
+    /// absent with a sweep.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub jobs: Vec<Spec>,
     /// Within the submitting tenant, batches of higher priority are claimed
@@ -32,6 +38,18 @@ pub struct BatchRequest {
     )]
     #[cfg_attr(feature = "openapi", schema(minimum = -100, maximum = 100))]
     pub priority: Option<i16>,
+    /// The base spec of a sweep (defaults when absent); only with `sweep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Spec>,
+    /// Spec fields and the values each takes, e.g.
+    /// `{"exercise": [25, 30, 35], "periods": [10, 20]}`: one job per
+    /// point of their cartesian product, the last field varying fastest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub sweep: Option<Sweep>,
+    /// Jobs per grid point (default 1), each with its own seed; only with `sweep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
 }
 
 /// Reads a priority written as an integer or as an integral number
@@ -143,6 +161,13 @@ pub struct BatchView {
     pub stats: Option<PriceStats>,
     /// Timestamps and durations.
     pub timings: BatchTimings,
+    /// The sweep the batch was submitted as, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub sweep: Option<Sweep>,
+    /// Jobs per grid point, with `sweep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
 }
 
 /// One page of batches (`GET /v1/batches`), newest first.
@@ -188,9 +213,8 @@ mod tests {
     #[test]
     fn a_request_without_label_is_just_its_jobs() {
         let request = BatchRequest {
-            label: None,
-            priority: None,
             jobs: vec![Spec::default()],
+            ..BatchRequest::default()
         };
         let json = serde_json::to_value(&request).unwrap();
         assert_eq!(json.as_object().unwrap().len(), 1, "{json}");

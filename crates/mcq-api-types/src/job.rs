@@ -6,6 +6,8 @@ use mcq_kernel::{PriceResult, Spec};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::GridPoint;
+
 /// The body of `POST /v1/jobs`: one pricing spec, omitted fields taking
 /// their defaults. An alias so that signatures read as the API does.
 pub type JobRequest = Spec;
@@ -69,10 +71,32 @@ pub struct JobView {
     /// Present once the job failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Claims made so far over all of the job's tasks.
+    /// The grid point the job prices, when its batch is a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub point: Option<GridPoint>,
+    /// How many times the job was tried: the highest attempt number among
+    /// its tasks (1 for a job none of whose tasks was retried, however
+    /// many tasks it has; 0 before its first claim). A task is tried at
+    /// most `--max-attempts` times, so this never exceeds it.
     pub attempts: u32,
+    /// The job's tasks: how many, how many are done, and their claims.
+    pub tasks: TaskCounts,
     /// Timestamps and durations.
     pub timings: JobTimings,
+}
+
+/// The tasks of a job (the units workers claim).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskCounts {
+    /// Tasks the job is split into.
+    pub total: u32,
+    /// Tasks finished with their part of the result.
+    pub done: u32,
+    /// Claims of its tasks so far, first attempts and retries together
+    /// (a claim handed back at a worker's shutdown does not count).
+    pub claims: u32,
 }
 
 /// One page of a batch's jobs (`GET /v1/batches/{id}/jobs`).
@@ -142,7 +166,9 @@ mod tests {
             spec: Spec::default(),
             result: None,
             error: None,
+            point: None,
             attempts: 0,
+            tasks: TaskCounts::default(),
             timings: JobTimings {
                 submitted_at: DateTime::<Utc>::UNIX_EPOCH,
                 started_at: None,

@@ -20,6 +20,8 @@ mod health;
 mod job;
 mod problem;
 mod queue;
+mod results;
+mod sweep;
 mod worker;
 
 use std::time::Duration;
@@ -29,9 +31,11 @@ pub use batch::{
     StateCounts,
 };
 pub use health::Health;
-pub use job::{JobCancelled, JobPage, JobRequest, JobState, JobTimings, JobView};
+pub use job::{JobCancelled, JobPage, JobRequest, JobState, JobTimings, JobView, TaskCounts};
 pub use problem::{FieldProblem, PROBLEM_JSON, Problem};
 pub use queue::{QueueView, TaskDepth, WorkerCounts};
+pub use results::{ResultRow, ResultsPage};
+pub use sweep::{Axis, BatchGrid, BatchSummary, GridPoint, PointPrice, PointSummary, Sweep};
 pub use worker::{WorkerList, WorkerState, WorkerView};
 
 /// Longest `?wait=` a long poll may ask for; the server refuses more.

@@ -25,7 +25,11 @@ mod origin;
 mod overview;
 mod problem;
 mod read;
+mod results;
 mod submit;
+mod summary;
+mod sweep;
+mod table;
 mod wait;
 
 use std::time::Duration;
@@ -106,6 +110,16 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
         (Method::GET, "/v1/batches", get(overview::list_batches)),
         (Method::GET, "/v1/batches/{id}", get(read::get_batch)),
         (Method::GET, "/v1/batches/{id}/jobs", get(read::batch_jobs)),
+        (
+            Method::GET,
+            "/v1/batches/{id}/summary",
+            get(summary::batch_summary),
+        ),
+        (
+            Method::GET,
+            "/v1/batches/{id}/results",
+            get(results::batch_results),
+        ),
         (
             Method::POST,
             "/v1/batches/{id}/cancel",

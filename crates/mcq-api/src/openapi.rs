@@ -30,6 +30,8 @@ const KEY_PATTERN: &str = "^[!-~]{1,255}$";
         crate::read::get_job,
         crate::read::get_batch,
         crate::read::batch_jobs,
+        crate::summary::batch_summary,
+        crate::results::batch_results,
         crate::read::cancel_job,
         crate::read::cancel_batch,
         crate::overview::list_batches,

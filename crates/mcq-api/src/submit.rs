@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mcq_api_types::{
-    BatchAccepted, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, JobView, Problem,
+    BatchAccepted, BatchGrid, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, JobView, Problem,
 };
 use mcq_kernel::{MAX_SEED, Spec, ValidSpec};
 use mcq_queue::{IdempotencyKey, Submission, Submitted, TenantLimits};
@@ -15,6 +15,7 @@ use crate::AppState;
 use crate::access::Caller;
 use crate::extract::{IdempotencyHeader, JsonBody};
 use crate::problem::ApiError;
+use crate::sweep;
 
 /// Largest batch priority (and, negated, the smallest).
 const MAX_PRIORITY: i16 = 100;
@@ -56,7 +57,7 @@ pub(crate) async fn submit_job(
         key,
         fingerprint: fingerprint("POST /v1/jobs", &spec),
     });
-    let spec = prepare(vec![spec], &caller.limits, |_| String::new())?.remove(0);
+    let spec = prepare(vec![spec], &caller.limits, |_, field| format!("/{field}"))?.remove(0);
     let submitted = state
         .store
         .submit_within(
@@ -64,6 +65,7 @@ pub(crate) async fn submit_job(
                 tenant: caller.tenant,
                 priority: 0,
                 as_batch: false,
+                grid: None,
                 label: None,
                 jobs: vec![spec],
                 idempotency,
@@ -118,27 +120,44 @@ pub(crate) async fn submit_batch(
             detail: format!("priority must be from -{MAX_PRIORITY} to {MAX_PRIORITY}"),
         }]));
     }
-    if request.jobs.is_empty() {
-        return Err(invalid(vec![FieldProblem {
-            pointer: "/jobs".into(),
-            detail: "a batch needs at least one job".into(),
-        }]));
+    check_shape(&request)?;
+    if let Some(sweep) = &request.sweep {
+        sweep::job_count(
+            sweep,
+            request.repeat.unwrap_or(1),
+            state.config.max_batch_jobs,
+        )?;
     }
-    // Validating tens of thousands of specs takes milliseconds, but it is
-    // still CPU work: keep it off the async workers.
+    // Validating (and expanding) tens of thousands of specs takes
+    // milliseconds, but it is still CPU work: keep it off the async workers.
     let limits = caller.limits;
-    let (label, jobs, idempotency) = tokio::task::spawn_blocking(move || {
-        let request = BatchRequest {
-            label: request.label,
-            priority: request.priority,
-            jobs: request.jobs.into_iter().map(Spec::with_defaults).collect(),
+    let (label, grid, jobs, idempotency) = tokio::task::spawn_blocking(move || {
+        let fingerprint = |request: &BatchRequest| fingerprint("POST /v1/batches", request);
+        let Some(sweep) = request.sweep.clone() else {
+            let request = BatchRequest {
+                jobs: request.jobs.into_iter().map(Spec::with_defaults).collect(),
+                ..request
+            };
+            let idempotency = key.map(|key| IdempotencyKey {
+                fingerprint: fingerprint(&request),
+                key,
+            });
+            let jobs = prepare(request.jobs, &limits, |i, field| {
+                format!("/jobs/{i}/{field}")
+            })?;
+            return Ok::<_, ApiError>((request.label, None, jobs, idempotency));
         };
         let idempotency = key.map(|key| IdempotencyKey {
+            fingerprint: fingerprint(&request),
             key,
-            fingerprint: fingerprint("POST /v1/batches", &request),
         });
-        let jobs = prepare(request.jobs, &limits, |i| format!("/jobs/{i}"))?;
-        Ok::<_, ApiError>((request.label, jobs, idempotency))
+        let base = request.spec.unwrap_or_default();
+        let repeat = request.repeat.unwrap_or(1);
+        sweep::check(&base, &sweep, repeat).map_err(invalid)?;
+        let grid = BatchGrid { sweep, repeat };
+        let specs = sweep::expand(&base, &grid)?;
+        let jobs = prepare(specs, &limits, |i, field| sweep::pointer(&grid, i, field))?;
+        Ok((request.label, Some(grid), jobs, idempotency))
     })
     .await
     .map_err(|_| ApiError::Internal)??;
@@ -151,6 +170,7 @@ pub(crate) async fn submit_batch(
                 tenant: caller.tenant,
                 priority,
                 as_batch: true,
+                grid,
                 label,
                 jobs,
                 idempotency,
@@ -171,6 +191,33 @@ pub(crate) async fn submit_batch(
         &submitted,
         axum::Json(body),
     ))
+}
+
+/// A batch gives its jobs, or a sweep (with its base spec and repeat
+/// count), not both, and not nothing.
+fn check_shape(request: &BatchRequest) -> Result<(), ApiError> {
+    let problem = |pointer: &str, detail: &str| {
+        Err(invalid(vec![FieldProblem {
+            pointer: pointer.into(),
+            detail: detail.into(),
+        }]))
+    };
+    match (&request.sweep, request.jobs.is_empty()) {
+        (Some(_), false) => problem(
+            "/jobs",
+            "give either jobs or a sweep (with its base spec), not both",
+        ),
+        (None, _) if request.spec.is_some() => problem(
+            "/spec",
+            "spec is the base of a sweep: give sweep too, or list the spec in jobs",
+        ),
+        (None, _) if request.repeat.is_some() => problem(
+            "/repeat",
+            "repeat applies to a sweep's grid points: give sweep too, or list the jobs",
+        ),
+        (None, true) => problem("/jobs", "a batch needs at least one job"),
+        _ => Ok(()),
+    }
 }
 
 /// The label's rules: at most [`MAX_LABEL_CHARS`] characters, no U+0000
@@ -226,25 +273,25 @@ fn over_path_limit(spec: &Spec, limits: &TenantLimits) -> Option<(&'static str, 
 /// Validates every spec (defaults already filled) and holds it to the
 /// tenant's path limit; the kernel draws the missing seeds, so that every
 /// task of a job uses the same stream and the stored spec says which.
-/// `prefix(i)` is the JSON pointer of spec `i`.
+/// `pointer(i, field)` is the JSON pointer of `field` of spec `i`.
 fn prepare(
     specs: Vec<Spec>,
     limits: &TenantLimits,
-    prefix: impl Fn(usize) -> String,
+    pointer: impl Fn(usize, &str) -> String,
 ) -> Result<Vec<ValidSpec>, ApiError> {
     let mut errors = Vec::new();
     let mut ready = Vec::with_capacity(specs.len());
     for (i, spec) in specs.iter().enumerate() {
         if let Some(seed) = spec.seed.filter(|&seed| seed > MAX_SEED) {
             errors.push(FieldProblem {
-                pointer: format!("{}/seed", prefix(i)),
+                pointer: pointer(i, "seed"),
                 detail: format!("seed must be at most 2^53 - 1 = {MAX_SEED} (got {seed})"),
             });
             continue;
         }
         if let Some((field, detail)) = over_path_limit(spec, limits) {
             errors.push(FieldProblem {
-                pointer: format!("{}/{field}", prefix(i)),
+                pointer: pointer(i, field),
                 detail,
             });
             continue;
@@ -252,11 +299,12 @@ fn prepare(
         match spec.validate() {
             Ok(valid) => ready.push(valid),
             Err(problems) => errors.extend(problems.into_iter().map(|p| FieldProblem {
-                pointer: format!("{}/{}", prefix(i), p.field()),
+                pointer: pointer(i, p.field()),
                 detail: p.to_string(),
             })),
         }
     }
+    let errors = sweep::dedup(errors);
     if errors.is_empty() {
         Ok(ready)
     } else {
@@ -336,14 +384,14 @@ mod tests {
             ..Spec::default()
         }
         .with_defaults();
-        let ready = prepare(vec![good.clone()], &TenantLimits::default(), |_| {
-            String::new()
+        let ready = prepare(vec![good.clone()], &TenantLimits::default(), |_, f| {
+            format!("/{f}")
         })
         .unwrap();
         assert!(ready[0].spec().seed.is_some());
         let Err(ApiError::InvalidSpec { errors, .. }) =
-            prepare(vec![good, bad], &TenantLimits::default(), |i| {
-                format!("/jobs/{i}")
+            prepare(vec![good, bad], &TenantLimits::default(), |i, f| {
+                format!("/jobs/{i}/{f}")
             })
         else {
             panic!("a bad spec must reject the batch");
@@ -367,7 +415,7 @@ mod tests {
         let ready = prepare(
             vec![spec(Some(1), 0.8), spec(Some(2), 0.8), spec(None, 0.8)],
             &TenantLimits::default(),
-            |i| format!("/jobs/{i}"),
+            |i, f| format!("/jobs/{i}/{f}"),
         )
         .unwrap();
         assert_eq!(ready[0].spec().seed, Some(1));
@@ -377,7 +425,7 @@ mod tests {
         let Err(ApiError::InvalidSpec { errors, .. }) = prepare(
             vec![spec(Some(1), 0.8), spec(Some(2), 0.8), spec(Some(3), 2.0)],
             &TenantLimits::default(),
-            |i| format!("/jobs/{i}"),
+            |i, f| format!("/jobs/{i}/{f}"),
         ) else {
             panic!("the bad third spec must reject the batch");
         };

@@ -8,7 +8,7 @@
 //! # async fn demo() -> Result<(), mcq_client::ClientError> {
 //! use mcq_client::{BatchRequest, Client};
 //! let client = Client::new("http://127.0.0.1:8080")?;
-//! let batch = BatchRequest { label: None, priority: None, jobs: vec![mcq_kernel::Spec::default(); 100] };
+//! let batch = BatchRequest { jobs: vec![mcq_kernel::Spec::default(); 100], ..BatchRequest::default() };
 //! let accepted = client.submit_batch(&batch, None).await?;
 //! let done = client
 //!     .wait_for_batch(accepted.id, std::time::Duration::from_secs(1), |_| {})

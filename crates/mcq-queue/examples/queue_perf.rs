@@ -104,6 +104,7 @@ fn batch(n: u64, first_seed: u64) -> Submission {
         tenant: mcq_queue::DEFAULT_TENANT,
         priority: 0,
         as_batch: true,
+        grid: None,
         label: Some("perf".into()),
         jobs,
         idempotency: None,

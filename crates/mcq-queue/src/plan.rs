@@ -8,7 +8,7 @@ use mcq_kernel::{Partial, PriceResult, Spec, ValidSpec};
 use uuid::Uuid;
 
 use crate::store::StoreError;
-use crate::types::{JobState, Submission, WorkerState};
+use crate::types::{BatchGrid, JobState, Submission, TaskCounts, WorkerState};
 
 /// One job of a submission, ready to insert.
 #[derive(Debug, Clone)]
@@ -104,6 +104,46 @@ pub(crate) fn finish_from_partials<'a>(
 /// Serialises a result for the `results.result` column.
 pub(crate) fn result_json(result: &PriceResult) -> Result<String, StoreError> {
     serde_json::to_string(result).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Serialises a batch's sweep for the `batches.sweep` column.
+pub(crate) fn grid_json(grid: Option<&BatchGrid>) -> Result<Option<String>, StoreError> {
+    grid.map(|g| serde_json::to_string(g).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .transpose()
+}
+
+/// Parses a `batches.sweep` column.
+pub(crate) fn parse_grid(text: Option<&str>) -> Result<Option<BatchGrid>, StoreError> {
+    text.map(|t| {
+        serde_json::from_str(t).map_err(|e| StoreError::Corrupt(format!("stored sweep: {e}")))
+    })
+    .transpose()
+}
+
+/// What a job view says of its tasks and attempts, from the job's task
+/// count, finished tasks and claims (`jobs.attempts`, which counts every
+/// claim of its tasks) and the attempt numbers of its task rows still
+/// present (their greatest and their sum). A task that brings its job's
+/// result is deleted with it (PostgreSQL), which can only be the job's
+/// last one; the claims its rows no longer account for are that task's
+/// attempts.
+pub(crate) fn task_counts(
+    total: i64,
+    done: i64,
+    claims: i64,
+    max_attempt: i64,
+    sum_attempts: i64,
+) -> (u32, TaskCounts) {
+    let narrow = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+    let attempts = max_attempt.max(claims - sum_attempts);
+    (
+        narrow(attempts),
+        TaskCounts {
+            total: narrow(total),
+            done: narrow(done),
+            claims: narrow(claims),
+        },
+    )
 }
 
 /// Reads a state column.

@@ -9,8 +9,8 @@ use uuid::Uuid;
 // The backends' read modules name the views through this module, beside
 // the queue's own types.
 pub(crate) use mcq_api_types::{
-    BatchTimings, BatchView, JobState, JobTimings, JobView, PriceStats, QueueView, StateCounts,
-    TaskDepth, WorkerCounts, WorkerState, WorkerView,
+    BatchGrid, BatchTimings, BatchView, JobState, JobTimings, JobView, PriceStats, QueueView,
+    StateCounts, TaskCounts, TaskDepth, WorkerCounts, WorkerState, WorkerView,
 };
 
 /// A client's idempotency key and the fingerprint of the request it came with.
@@ -30,6 +30,9 @@ pub struct Submission {
     pub as_batch: bool,
     /// Batch label.
     pub label: Option<String>,
+    /// The sweep a batch was expanded from, kept with the batch so that
+    /// reads can name each job's grid point.
+    pub grid: Option<BatchGrid>,
     /// The jobs' specs, validated (defaults filled, seeds drawn); the
     /// queue stores them as they are.
     pub jobs: Vec<ValidSpec>,

@@ -253,11 +253,11 @@ fn cases() -> Vec<Case> {
         )
         .typed(""),
         case(
-            "batch without jobs field",
+            "batch without jobs or sweep",
             "/v1/batches",
             "{}",
-            400,
-            MALFORMED,
+            422,
+            "/problems/invalid-spec",
         ),
         case(
             "batch unknown field",

@@ -106,6 +106,7 @@ fn small_batch(n: usize) -> BatchRequest {
         label: Some("long poll".into()),
         priority: None,
         jobs: vec![spec; n],
+        ..BatchRequest::default()
     }
 }
 

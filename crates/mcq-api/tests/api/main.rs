@@ -12,6 +12,7 @@ mod openapi;
 mod outage;
 mod overview;
 mod tenants;
+mod sweeps;
 
 /// Declares `<name>_sqlite` and `<name>_postgres` tests running `case`.
 #[macro_export]

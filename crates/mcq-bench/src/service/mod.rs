@@ -180,6 +180,7 @@ impl Service {
                 label: Some(label.to_owned()),
                 priority: None,
                 jobs: specs.to_vec(),
+                ..BatchRequest::default()
             };
             let origin = Utc::now();
             let start = Instant::now();

@@ -11,19 +11,33 @@ use super::PgQueue;
 use crate::access::Scope;
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts};
+use crate::types::{
+    BatchGrid, BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts,
+};
 
-/// Columns of a job view, for `FROM jobs j LEFT JOIN results r`.
+/// Columns of a job view, for [`JOB_FROM`]: the job, its result, its
+/// batch's sweep (which names its grid point) and the attempt numbers of
+/// its task rows.
 const JOB_COLUMNS: &str =
     "j.id, j.batch_id, j.state, j.spec::text AS spec, r.result::text AS result, j.error,
-    j.attempts, j.tasks_done, j.compute_ms, j.submitted_at, j.started_at, j.finished_at";
+    j.attempts, j.tasks_done, j.compute_ms, j.submitted_at, j.started_at, j.finished_at,
+    j.position, j.task_count, (SELECT b.sweep FROM batches b WHERE b.id = j.batch_id) AS sweep,
+    ta.max_attempt, ta.sum_attempts";
+
+/// The tables behind [`JOB_COLUMNS`].
+const JOB_FROM: &str = "jobs j LEFT JOIN results r ON r.job_id = j.id
+    CROSS JOIN LATERAL (SELECT coalesce(max(t.attempt), 0)::int8 AS max_attempt,
+                               coalesce(sum(t.attempt), 0)::int8 AS sum_attempts
+                        FROM tasks t WHERE t.job_id = j.id) ta";
 
 /// The same columns for jobs still staged: queued, never
 /// started, from `staged st` and `unnest(st.ids, st.specs) … u(id, spec, o)`.
 /// Reads that may meet staged jobs take both kinds in one statement, so a
 /// claim materialising a job between two reads cannot hide it.
 const STAGED_COLUMNS: &str = "u.id, st.batch_id, 'queued'::text, u.spec, NULL::text, NULL::text,
-    0, 0, 0::float8, st.submitted_at, NULL::timestamptz, NULL::timestamptz";
+    0, 0, 0::float8, st.submitted_at, NULL::timestamptz, NULL::timestamptz,
+    st.first + u.o::integer - 1, 1, (SELECT b.sweep FROM batches b WHERE b.id = st.batch_id),
+    0::int8, 0::int8";
 
 /// Staged jobs with their position, for `WHERE` clauses to narrow.
 const STAGED_FROM: &str = "staged st, unnest(st.ids, st.specs) WITH ORDINALITY AS u(id, spec, o)";
@@ -32,7 +46,7 @@ const STAGED_FROM: &str = "staged st, unnest(st.ids, st.specs) WITH ORDINALITY A
 /// jobs, for `WHERE` clauses on `b` to narrow. `stddev_samp` is
 /// PostgreSQL's numerically stable (Youngs–Cramer) one.
 pub(super) const BATCH_SELECT: &str = "
-SELECT b.id, b.label, b.total, b.submitted_at, s.*
+SELECT b.id, b.label, b.total, b.submitted_at, b.sweep, s.*
 FROM batches b, LATERAL (
     SELECT count(*) FILTER (WHERE state = 'queued')
              + (SELECT coalesce(sum(cardinality(st.ids) - st.next), 0)
@@ -52,7 +66,7 @@ impl PgQueue {
     /// One job and its result.
     pub(crate) async fn job(&self, id: Uuid, scope: Scope) -> Result<Option<JobView>, StoreError> {
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+            "SELECT {JOB_COLUMNS} FROM {JOB_FROM}
              WHERE j.id = $1 AND ($2::int IS NULL OR j.tenant_id = $2)
              UNION ALL
              SELECT {STAGED_COLUMNS} FROM {STAGED_FROM}
@@ -65,7 +79,7 @@ impl PgQueue {
             .bind(scope.tenant())
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(job_view).transpose()
+        row.as_ref().map(|row| job_view(row, None)).transpose()
     }
 
     /// Counts, statistics and timings of a batch.
@@ -107,11 +121,11 @@ impl PgQueue {
                       WHERE st.batch_id = $1 AND u.id = $2)) END AS after
              )
              SELECT * FROM (
-                 SELECT {JOB_COLUMNS}, j.position FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+                 SELECT {JOB_COLUMNS} FROM {JOB_FROM}
                  WHERE j.batch_id = $1 AND j.position > (SELECT after FROM cursor)
                    AND ($4::int IS NULL OR j.tenant_id = $4)
                  UNION ALL
-                 SELECT {STAGED_COLUMNS}, st.first + u.o::integer - 1 FROM {STAGED_FROM}
+                 SELECT {STAGED_COLUMNS} FROM {STAGED_FROM}
                  WHERE st.batch_id = $1 AND u.o > st.next
                    AND ($4::int IS NULL OR st.tenant_id = $4)
                    AND st.first + cardinality(st.ids) - 1 > (SELECT after FROM cursor)
@@ -139,8 +153,13 @@ impl PgQueue {
                 return Ok(None);
             }
         }
+        // Every row carries its batch's sweep: parse it once.
+        let grid = match rows.first() {
+            Some(row) => plan::parse_grid(row.try_get::<Option<&str>, _>("sweep")?)?,
+            None => None,
+        };
         rows.iter()
-            .map(job_view)
+            .map(|row| job_view(row, Some(grid.as_ref())))
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
@@ -173,6 +192,7 @@ pub(super) fn batch_view(row: &PgRow) -> Result<BatchView, StoreError> {
         })
     };
     let done = counts.queued == 0 && counts.running == 0;
+    let grid = plan::parse_grid(row.try_get::<Option<&str>, _>("sweep")?)?;
     let submitted_at: DateTime<Utc> = row.try_get("submitted_at")?;
     let last_finished_at: Option<DateTime<Utc>> = row.try_get("last_finished_at")?;
     Ok(BatchView {
@@ -191,11 +211,30 @@ pub(super) fn batch_view(row: &PgRow) -> Result<BatchView, StoreError> {
                 .map(|t| ms_between(submitted_at, t)),
             compute_ms_total: row.try_get("compute_ms_total")?,
         },
+        repeat: grid.as_ref().map(|g| g.repeat),
+        sweep: grid.map(|g| g.sweep),
     })
 }
 
-/// A job view from a row of [`JOB_COLUMNS`].
-fn job_view(row: &PgRow) -> Result<JobView, StoreError> {
+/// A job view from a row of [`JOB_COLUMNS`]; `grid` is its batch's sweep
+/// when the caller parsed it already.
+fn job_view(row: &PgRow, grid: Option<Option<&BatchGrid>>) -> Result<JobView, StoreError> {
+    let parsed;
+    let grid = match grid {
+        Some(grid) => grid,
+        None => {
+            parsed = plan::parse_grid(row.try_get::<Option<&str>, _>("sweep")?)?;
+            parsed.as_ref()
+        }
+    };
+    let position = u64::try_from(row.try_get::<i32, _>("position")?).unwrap_or(0);
+    let (attempts, tasks) = plan::task_counts(
+        i64::from(row.try_get::<i32, _>("task_count")?),
+        i64::from(row.try_get::<i32, _>("tasks_done")?),
+        i64::from(row.try_get::<i32, _>("attempts")?),
+        row.try_get("max_attempt")?,
+        row.try_get("sum_attempts")?,
+    );
     let submitted_at: DateTime<Utc> = row.try_get("submitted_at")?;
     let started_at: Option<DateTime<Utc>> = row.try_get("started_at")?;
     let tasks_done: i32 = row.try_get("tasks_done")?;
@@ -207,7 +246,9 @@ fn job_view(row: &PgRow) -> Result<JobView, StoreError> {
         spec: plan::parse_spec(row.try_get("spec")?)?,
         result: result.as_deref().map(plan::parse_result).transpose()?,
         error: row.try_get("error")?,
-        attempts: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
+        point: grid.map(|g| g.point_at(position)),
+        attempts,
+        tasks,
         timings: JobTimings {
             submitted_at,
             started_at,

@@ -38,10 +38,10 @@ use crate::types::{IdempotencyKey, Submission, Submitted};
 /// id, `$4` the job ids kept with the key (unbatched submissions only: a
 /// batch's ids are read back from its jobs), `$5` label, `$6` job count,
 /// `$7` job ids and `$8` specs in submission order, `$9`–`$12` the rows'
-/// own, `$13` the wake-up channel; the tenant is the statement's last
-/// parameter (`$14`, or `$15` for staged rows).
+/// own, `$13` the wake-up channel; the tenant and the batch's sweep (as
+/// JSON) are the parameters named by `$tenant` and `$sweep`.
 macro_rules! submit_statement {
-    ($tenant:literal, $rows:literal) => {
+    ($tenant:literal, $sweep:literal, $rows:literal) => {
         concat!(
             "
 WITH key AS (
@@ -54,9 +54,11 @@ WITH key AS (
 ), go AS (
     SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM key) AS ok
 ), batch AS (
-    INSERT INTO batches (id, label, total, tenant_id)
+    INSERT INTO batches (id, label, total, tenant_id, sweep)
     SELECT $3, $5, $6, ",
             $tenant,
+            ", ",
+            $sweep,
             " FROM go WHERE go.ok AND $3::uuid IS NOT NULL
 ), ",
             $rows,
@@ -70,9 +72,11 @@ SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go"
 }
 
 /// Every job and task written out: `$9` tasks per job, `$10`–`$12` the
-/// tasks' job ids and chunk ranges, `$14` the tenant, `$15` the priority.
+/// tasks' job ids and chunk ranges, `$14` the tenant, `$15` the priority,
+/// `$16` the sweep.
 const SUBMIT: &str = submit_statement!(
     "$14::int",
+    "$16::text",
     "job_rows AS (
     INSERT INTO jobs (id, batch_id, position, spec, task_count, tenant_id)
     SELECT j.id, $3, (j.ord - 1)::int, j.spec::json, j.task_count, $14
@@ -98,9 +102,11 @@ const STAGED_ROW: usize = 5000;
 /// A large batch of single-task jobs as rows of `$14` ([`STAGED_ROW`])
 /// jobs, which claims turn into running jobs and tasks:
 /// `$9`, `$10` the jobs' chunk ranges, `$11`, `$12` the least and greatest
-/// id of each staged row, `$15` the tenant, `$16` the priority.
+/// id of each staged row, `$15` the tenant, `$16` the priority, `$17` the
+/// sweep.
 const SUBMIT_STAGED: &str = submit_statement!(
     "$15::int",
+    "$17::text",
     "staged_rows AS (
     INSERT INTO staged (batch_id, first, ids, specs, chunk_starts, chunk_ends, min_id, max_id,
                         tenant_id, priority)
@@ -130,6 +136,7 @@ impl PgQueue {
             _ => Vec::new(),
         };
         let job_ids = plan.job_ids();
+        let grid = plan::grid_json(submission.grid.as_ref())?;
         let tasks = TaskColumns::of(&plan);
         let staged = plan.batch_id.is_some()
             && plan.jobs.len() >= self.config.stage_from
@@ -162,6 +169,7 @@ impl PgQueue {
                 .bind(i32::try_from(STAGED_ROW).expect("a staged row holds a few thousand jobs"))
                 .bind(submission.tenant)
                 .bind(submission.priority)
+                .bind(grid)
         } else {
             query
                 .bind(
@@ -180,6 +188,7 @@ impl PgQueue {
                 .bind(CHANNEL)
                 .bind(submission.tenant)
                 .bind(submission.priority)
+                .bind(grid)
         };
         let row = match max_active_jobs {
             None => query.fetch_one(&self.pool).await?,

@@ -9,19 +9,29 @@ use super::{SqliteQueue, time};
 use crate::access::Scope;
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts};
+use crate::types::{
+    BatchGrid, BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts,
+};
 
-/// Columns of a job view, for `FROM jobs j LEFT JOIN results r`.
+/// Columns of a job view, for [`JOB_FROM`]: the job, its result, its
+/// batch's sweep (which names its grid point) and the attempt numbers of
+/// its task rows.
 const JOB_COLUMNS: &str =
     "j.id, j.batch_id, j.state, j.spec, r.result, j.error, j.attempts, j.tasks_done,
-    j.compute_ms, j.submitted_at, j.started_at, j.finished_at";
+    j.compute_ms, j.submitted_at, j.started_at, j.finished_at, j.position, j.task_count,
+    (SELECT b.sweep FROM batches b WHERE b.id = j.batch_id) AS sweep,
+    (SELECT coalesce(max(t.attempt), 0) FROM tasks t WHERE t.job_id = j.id) AS max_attempt,
+    (SELECT coalesce(sum(t.attempt), 0) FROM tasks t WHERE t.job_id = j.id) AS sum_attempts";
+
+/// The tables behind [`JOB_COLUMNS`].
+const JOB_FROM: &str = "jobs j LEFT JOIN results r ON r.job_id = j.id";
 
 /// Counts, statistics and timings of a batch. SQLite has no standard
 /// deviation, so the sum of squared deviations from the mean is taken in a
 /// second pass (the `mean` subquery) instead of the cancelling
 /// `Σx² − n·mean²` formula.
 const BATCH: &str = "
-SELECT b.id, b.label, b.total, b.submitted_at,
+SELECT b.id, b.label, b.total, b.submitted_at, b.sweep,
        count(j.id) FILTER (WHERE j.state = 'queued') AS queued,
        count(j.id) FILTER (WHERE j.state = 'running') AS running,
        count(j.id) FILTER (WHERE j.state = 'succeeded') AS succeeded,
@@ -41,7 +51,7 @@ impl SqliteQueue {
     /// One job and its result.
     pub(crate) async fn job(&self, id: Uuid, scope: Scope) -> Result<Option<JobView>, StoreError> {
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+            "SELECT {JOB_COLUMNS} FROM {JOB_FROM}
              WHERE j.id = ?1 AND (?2 IS NULL OR j.tenant_id = ?2)"
         );
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -49,7 +59,7 @@ impl SqliteQueue {
             .bind(scope.tenant())
             .fetch_optional(&self.reader)
             .await?;
-        row.as_ref().map(job_view).transpose()
+        row.as_ref().map(|row| job_view(row, None)).transpose()
     }
 
     /// Counts, statistics and timings of a batch.
@@ -96,6 +106,7 @@ impl SqliteQueue {
             })
         };
         let done = counts.queued == 0 && counts.running == 0;
+        let grid = plan::parse_grid(row.try_get::<Option<&str>, _>("sweep")?)?;
         let submitted_us: i64 = row.try_get("submitted_at")?;
         let first_started: Option<i64> = row.try_get("first_started_at")?;
         let last_finished: Option<i64> = row.try_get("last_finished_at")?;
@@ -115,6 +126,8 @@ impl SqliteQueue {
                     .map(|t| (t - submitted_us) as f64 / 1e3),
                 compute_ms_total: row.try_get("compute_ms_total")?,
             },
+            repeat: grid.as_ref().map(|g| g.repeat),
+            sweep: grid.map(|g| g.sweep),
         }))
     }
 
@@ -127,7 +140,7 @@ impl SqliteQueue {
         limit: u32,
     ) -> Result<Option<Vec<JobView>>, StoreError> {
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN results r ON r.job_id = j.id
+            "SELECT {JOB_COLUMNS} FROM {JOB_FROM}
              WHERE j.batch_id = ?1 AND (?4 IS NULL OR j.tenant_id = ?4)
                AND j.position > CASE WHEN ?2 IS NULL THEN -1
                    ELSE (SELECT position FROM jobs WHERE id = ?2 AND batch_id = ?1) END
@@ -152,15 +165,37 @@ impl SqliteQueue {
                 return Ok(None);
             }
         }
+        // Every row carries its batch's sweep: parse it once.
+        let grid = match rows.first() {
+            Some(row) => plan::parse_grid(row.try_get::<Option<&str>, _>("sweep")?)?,
+            None => None,
+        };
         rows.iter()
-            .map(job_view)
+            .map(|row| job_view(row, Some(grid.as_ref())))
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
 }
 
-/// A job view from a row of [`JOB_COLUMNS`].
-fn job_view(row: &SqliteRow) -> Result<JobView, StoreError> {
+/// A job view from a row of [`JOB_COLUMNS`]; `grid` is its batch's sweep
+/// when the caller parsed it already.
+fn job_view(row: &SqliteRow, grid: Option<Option<&BatchGrid>>) -> Result<JobView, StoreError> {
+    let parsed;
+    let grid = match grid {
+        Some(grid) => grid,
+        None => {
+            parsed = plan::parse_grid(row.try_get::<Option<&str>, _>("sweep")?)?;
+            parsed.as_ref()
+        }
+    };
+    let position = u64::try_from(row.try_get::<i64, _>("position")?).unwrap_or(0);
+    let (attempts, tasks) = plan::task_counts(
+        row.try_get("task_count")?,
+        row.try_get("tasks_done")?,
+        row.try_get("attempts")?,
+        row.try_get("max_attempt")?,
+        row.try_get("sum_attempts")?,
+    );
     let submitted_us: i64 = row.try_get("submitted_at")?;
     let started_us: Option<i64> = row.try_get("started_at")?;
     let finished_us: Option<i64> = row.try_get("finished_at")?;
@@ -174,7 +209,9 @@ fn job_view(row: &SqliteRow) -> Result<JobView, StoreError> {
         spec: plan::parse_spec(row.try_get("spec")?)?,
         result: result.as_deref().map(plan::parse_result).transpose()?,
         error: row.try_get("error")?,
-        attempts: u32::try_from(row.try_get::<i64, _>("attempts")?).unwrap_or(0),
+        point: grid.map(|g| g.point_at(position)),
+        attempts,
+        tasks,
         timings: JobTimings {
             submitted_at: time(submitted_us)?,
             started_at: started_us.map(time).transpose()?,

@@ -51,14 +51,15 @@ impl SqliteQueue {
         }
         if let Some(batch_id) = plan.batch_id {
             sqlx::query(
-                "INSERT INTO batches (id, label, total, submitted_at, tenant_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO batches (id, label, total, submitted_at, tenant_id, sweep)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .bind(batch_id)
             .bind(submission.label.as_deref())
             .bind(plan.jobs.len() as i64)
             .bind(now)
             .bind(submission.tenant)
+            .bind(plan::grid_json(submission.grid.as_ref())?)
             .execute(&mut *tx)
             .await?;
         }

@@ -81,6 +81,7 @@ pub(crate) async fn last_attempt_fails_job_and_cancels_siblings(db: &Db) {
         tenant: mcq_queue::DEFAULT_TENANT,
         priority: 0,
         as_batch: false,
+        grid: None,
         label: None,
         jobs: vec![job(2 * CHUNK_PATHS, 5)],
         idempotency: None,

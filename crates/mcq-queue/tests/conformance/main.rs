@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod attempts;
 mod claim_plan;
 mod claims;
 mod jobs;
@@ -61,6 +62,7 @@ conformance! {
     tenants::claims_share_equally_between_waiting_tenants,
     tenants::priority_orders_a_tenants_batches,
     tenants::racing_submissions_stay_within_the_quota,
+    attempts::split_job_attempts_count_retries_not_claims,
     jobs::submit_creates_queued_jobs_and_tasks,
     jobs::empty_submission_is_refused,
     jobs::idempotent_submit_replays_and_conflicts,

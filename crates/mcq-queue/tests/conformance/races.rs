@@ -24,6 +24,7 @@ fn mixed_batch(round: u64) -> Submission {
         tenant: mcq_queue::DEFAULT_TENANT,
         priority: 0,
         as_batch: true,
+        grid: None,
         label: Some("race".into()),
         jobs: (0..JOBS)
             .map(|i| {

@@ -45,6 +45,7 @@ pub(crate) async fn submit_batch(store: &Store, jobs: Vec<Spec>) -> Uuid {
             tenant: mcq_queue::DEFAULT_TENANT,
             priority: 0,
             as_batch: true,
+            grid: None,
             label: None,
             jobs: jobs.iter().map(|s| s.validate().expect("valid")).collect(),
             idempotency: None,

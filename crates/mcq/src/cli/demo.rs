@@ -130,6 +130,7 @@ async fn submit_and_follow(base: &str, args: &Args) -> anyhow::Result<(ServiceRu
         label: Some("mcq demo".into()),
         priority: None,
         jobs: vec![spec; args.calls],
+        ..BatchRequest::default()
     };
     println!(
         "submitting {} calls of {} paths each over HTTP …",

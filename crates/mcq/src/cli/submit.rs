@@ -170,6 +170,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             label: args.label.clone(),
             priority: None,
             jobs: specs,
+            ..BatchRequest::default()
         };
         let accepted = client
             .submit_batch(&batch, key)

@@ -1,0 +1,6 @@
+-- A batch submitted as a sweep keeps the sweep (its grid and repeat count,
+-- as JSON), so that reads can name the grid point of each job from its
+-- position alone: nothing is stored per job. NULL for other batches.
+-- Adding a nullable column rewrites nothing; servers that do not know the
+-- column keep working.
+ALTER TABLE batches ADD COLUMN sweep text;
