@@ -239,3 +239,32 @@ def test_idempotent_batches_replay_their_answer(client: Client) -> None:
         client.submit_batch(specs[:1], idempotency_key=key)
     assert conflict.value.status == 409
     assert conflict.value.type == "/problems/idempotency-conflict"
+
+
+def test_a_sweep_prices_every_grid_point(client: Client) -> None:
+    batch = client.submit_batch(
+        {"runs": SMALL_RUNS},
+        label="grid",
+        sweep={"exercise": [25, 30, 35], "periods": [10, 20]},
+        repeat=2,
+    )
+    assert len(batch.job_ids) == 12
+    client.wait(batch, timeout=120)
+    results = list(client.results(batch))
+    points = [(r.point["exercise"], r.point["periods"]) for r in results]  # type: ignore[index]
+    assert points == [(k, n) for k in (25, 30, 35) for n in (10, 20) for _ in range(2)]
+    assert all(r.spec["exercise"] == r.point["exercise"] for r in results)  # type: ignore[index]
+    assert len({r.seed for r in results}) == 12, "every job draws its own seed"
+    summary = client.summary(batch)
+    assert [p["point"] for p in summary["points"]] == [
+        {"exercise": k, "periods": n} for k in (25, 30, 35) for n in (10, 20)
+    ]
+    first = summary["points"][0]["price"]
+    assert first["count"] == 2
+    prices = [r.price for r in results[:2] if r.price is not None]
+    assert first["mean"] == pytest.approx(sum(prices) / 2)
+    with pytest.raises(ProblemError) as bad:
+        client.submit_batch(None, sweep={"exercise": [25, -1]})
+    assert [e.pointer for e in bad.value.errors] == ["/sweep/exercise/1"]
+    with pytest.raises(TypeError):
+        client.submit_batch([{}], sweep={"exercise": [25]})

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use mcq_api_types::{
-    BatchAccepted, BatchCancelled, BatchPage, BatchRequest, BatchView, FieldProblem, Health,
-    IDEMPOTENCY_KEY, JobCancelled, JobPage, JobView, MAX_WAIT, Problem, QueueView, WorkerList,
-    WorkerView,
+    BatchAccepted, BatchCancelled, BatchPage, BatchRequest, BatchSummary, BatchView, FieldProblem,
+    Health, IDEMPOTENCY_KEY, JobCancelled, JobPage, JobView, MAX_WAIT, Problem, QueueView,
+    WorkerList, WorkerView,
 };
 use mcq_kernel::Spec;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -218,6 +218,61 @@ impl Client {
         }
     }
 
+    /// `GET /v1/batches/{id}/summary`: the batch's jobs grouped by grid point.
+    pub async fn batch_summary(&self, id: Uuid) -> Result<BatchSummary, ClientError> {
+        self.get(&format!("/v1/batches/{id}/summary")).await
+    }
+
+    /// `GET /v1/batches/{id}/results?format=json`: one page of result rows
+    /// (`{"columns", "rows", "next"}`), with the columns `fields` names
+    /// (comma-separated; all when `None`).
+    pub async fn batch_results_page(
+        &self,
+        id: Uuid,
+        fields: Option<&str>,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<serde_json::Value, ClientError> {
+        let mut path = format!("/v1/batches/{id}/results?format=json&limit={limit}");
+        if let Some(fields) = fields {
+            path.push_str(&format!("&fields={}", encode(fields)));
+        }
+        if let Some(after) = after {
+            path.push_str(&format!("&after={}", encode(after)));
+        }
+        self.get(&path).await
+    }
+
+    /// `GET /v1/batches/{id}/results` as `csv` or `jsonl`, copied to `out`
+    /// as the server streams it, so that a batch of any size passes
+    /// through without being held in memory. Returns the bytes written.
+    pub async fn batch_results_to(
+        &self,
+        id: Uuid,
+        format: &str,
+        fields: Option<&str>,
+        out: &mut impl std::io::Write,
+    ) -> Result<u64, ClientError> {
+        let mut path = format!("/v1/batches/{id}/results?format={}", encode(format));
+        if let Some(fields) = fields {
+            path.push_str(&format!("&fields={}", encode(fields)));
+        }
+        let mut response = self.request(Method::GET, &path).send().await?;
+        if !response.status().is_success() {
+            return decode::<serde_json::Value>(response).await.map(|_| 0);
+        }
+        let mut written = 0;
+        while let Some(chunk) = response.chunk().await? {
+            out.write_all(&chunk)
+                .map_err(|err| ClientError::Unexpected {
+                    status: StatusCode::OK,
+                    body: format!("writing the results: {err}"),
+                })?;
+            written += chunk.len() as u64;
+        }
+        Ok(written)
+    }
+
     /// `POST /v1/jobs/{id}/cancel`.
     pub async fn cancel_job(&self, id: Uuid) -> Result<JobCancelled, ClientError> {
         self.send(self.cancel(&format!("/v1/jobs/{id}/cancel")))
@@ -331,6 +386,20 @@ impl Client {
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {
         decode(request.send().await?).await
     }
+}
+
+/// A query parameter's value, percent-encoded but for the characters
+/// field lists and ids are made of.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b',' => {
+                char::from(b).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// A wait as the API's query parameter: whole milliseconds, at most [`MAX_WAIT`].

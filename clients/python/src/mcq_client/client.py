@@ -90,19 +90,43 @@ class Client:
 
     def submit_batch(
         self,
-        jobs: Iterable[Mapping[str, Any]],
+        jobs: Iterable[Mapping[str, Any]] | Mapping[str, Any] | None,
         label: str | None = None,
+        sweep: Mapping[str, Iterable[Any]] | None = None,
         idempotency_key: str | None = None,
+        repeat: int | None = None,
     ) -> Batch:
         """Enqueues a batch of jobs, all or nothing; returns its id and the
         job ids in the order of ``jobs``.
 
+        With ``sweep`` (spec fields and the values each takes, e.g.
+        ``{"exercise": [25, 30, 35], "periods": [10, 20]}``), ``jobs`` is
+        the base spec (a mapping, or ``None`` for the defaults) and the
+        server enqueues one job per point of the grid, the last field
+        varying fastest, each point ``repeat`` times (default 1), each job
+        with its own seed; ``Result.point`` then names each job's point.
+
         If any spec is invalid nothing is enqueued, and the
-        :class:`ProblemError` points at each bad value (``/jobs/17/down``).
-        With ``idempotency_key``, sending the same batch again (after a
-        lost answer, say) returns the first answer and enqueues nothing.
+        :class:`ProblemError` points at each bad value (``/jobs/17/down``,
+        ``/sweep/exercise/2``). With ``idempotency_key``, sending the same
+        batch again (after a lost answer, say) returns the first answer and
+        enqueues nothing.
         """
-        body: JsonObject = {"jobs": [dict(spec) for spec in jobs]}
+        body: JsonObject
+        if sweep is not None:
+            if jobs is not None and not isinstance(jobs, Mapping):
+                raise TypeError("with sweep, jobs is the base spec: a mapping or None")
+            body = {"sweep": {str(field): list(values) for field, values in sweep.items()}}
+            if jobs is not None:
+                body["spec"] = dict(jobs)
+            if repeat is not None:
+                body["repeat"] = int(repeat)
+        else:
+            if jobs is None or isinstance(jobs, Mapping):
+                raise TypeError("jobs must be a list of specs (or give sweep)")
+            if repeat is not None:
+                raise TypeError("repeat applies to a sweep")
+            body = {"jobs": [dict(spec) for spec in jobs]}
         if label is not None:
             body["label"] = label
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
@@ -113,6 +137,12 @@ class Client:
             job_ids=[str(job_id) for job_id in data["job_ids"]],
             replayed=response.headers.get("idempotent-replayed") == "true",
         )
+
+    def summary(self, batch_id: str | uuid.UUID | Batch | BatchStatus) -> JsonObject:
+        """The batch's jobs grouped by grid point (``GET
+        /v1/batches/{id}/summary``): for each point its counts and the mean
+        price of its jobs with its standard error and 95% interval."""
+        return self._json("GET", f"/v1/batches/{_key(batch_id)}/summary")
 
     def job(self, id: str | uuid.UUID | Job) -> Job:
         """The job as it stands now."""

@@ -61,6 +61,9 @@ class Result:
     ["delta"]``); ``None`` otherwise."""
     delta_std_error: float | None = None
     """Standard error of ``delta`` (0 for ``exact``)."""
+    point: JsonObject | None = None
+    """The grid point the job prices when its batch is a sweep
+    (``{"exercise": 25, "periods": 10}``), else ``None``."""
     details: JsonObject = field(default_factory=dict, repr=False)
     """The server's whole result object (method, variance reduction used,
     its factor, ``elapsed_ms``, …); empty while there is no result."""
@@ -89,6 +92,7 @@ class Result:
             error=view.get("error"),
             delta=_float(result.get("delta")),
             delta_std_error=_float(result.get("delta_std_error")),
+            point=view.get("point"),
             details=result,
         )
 
@@ -110,7 +114,8 @@ class Job:
     error: str | None
     """Why the job failed, for a failed job."""
     attempts: int
-    """The server's ``attempts`` count (see docs/api.md)."""
+    """How many times the job was tried: the highest attempt of its tasks
+    (1 when none was retried; see docs/api.md)."""
     timings: JsonObject
     """Timestamps (RFC 3339 strings) and durations in milliseconds."""
     raw: JsonObject = field(repr=False)

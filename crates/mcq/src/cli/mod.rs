@@ -19,6 +19,7 @@ mod price;
 mod probes;
 mod queue_flags;
 mod redact;
+mod results;
 mod serve;
 mod status;
 mod submit;
@@ -71,6 +72,8 @@ enum Command {
     Submit(submit::Args),
     /// Show a job or a batch by id.
     Status(status::Args),
+    /// A batch's results as CSV, JSON lines or a table.
+    Results(results::Args),
     /// The original experiment in one command: service vs local on 100 calls.
     Demo(demo::Args),
     /// API keys: create (printed once), list, revoke.
@@ -146,6 +149,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Migrate(args) => migrate::run(args),
         Command::Submit(args) => submit::run(args),
         Command::Status(args) => status::run(args),
+        Command::Results(args) => results::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Keys(command) => keys::run_keys(command),
         Command::Tenants(command) => keys::run_tenants(command),

@@ -5,13 +5,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use mcq_client::{BatchRequest, BatchView, Client, JobState, JobView};
+use mcq_client::{Axis, BatchRequest, BatchView, Client, JobState, JobView, Sweep};
 use mcq_kernel::{Greek, Method, OptionKind, Spec, VarianceReduction};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::count::count;
 use super::exit::{BadInput, Outcome};
+use super::results::print_summary;
 use super::status::{FOLLOW_REFRESH, print_batch, print_job};
 
 /// Flags of `mcq submit`.
@@ -25,6 +26,12 @@ pub(crate) struct Args {
     /// A JSON array of specs, or a CSV file whose header names spec fields.
     #[arg(long)]
     file: Option<PathBuf>,
+    /// Vary a spec field over values, `FIELD=A,B,C` or `FIELD=FROM:TO:STEP`
+    /// (both ends included); repeat for a grid: `--sweep exercise=25:35:5
+    /// --sweep periods=10,20`. The other flags give the base spec and
+    /// `--count` the jobs per grid point.
+    #[arg(long, conflicts_with = "file", value_parser = parse_axis)]
+    sweep: Vec<Axis>,
     /// Label of the batch.
     #[arg(long)]
     label: Option<String>,
@@ -126,11 +133,15 @@ fn parse_enum<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let client = Client::new(&args.server)?.with_api_key(args.api_key.clone());
-    let specs = match &args.file {
-        Some(path) => read_specs(path).context(BadInput("--file".into()))?,
-        None => vec![args.spec.to_spec(); args.count],
+    let sweep = (!args.sweep.is_empty()).then(|| Sweep {
+        axes: args.sweep.clone(),
+    });
+    let specs = match (&args.file, &sweep) {
+        (Some(path), _) => read_specs(path).context(BadInput("--file".into()))?,
+        (None, Some(_)) => Vec::new(),
+        (None, None) => vec![args.spec.to_spec(); args.count],
     };
-    let single = args.file.is_none() && args.count == 1;
+    let single = args.file.is_none() && sweep.is_none() && args.count == 1;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -165,12 +176,22 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
                 Outcome::Done
             });
         }
-        let total = specs.len();
+        let total = match &sweep {
+            Some(sweep) => sweep
+                .points()
+                .and_then(|n| usize::try_from(n).ok())
+                .map_or(usize::MAX, |n| n.saturating_mul(args.count)),
+            None => specs.len(),
+        };
         let batch = BatchRequest {
             label: args.label.clone(),
             priority: None,
             jobs: specs,
-            ..BatchRequest::default()
+            spec: sweep.is_some().then(|| args.spec.to_spec()),
+            repeat: sweep
+                .is_some()
+                .then(|| u32::try_from(args.count).unwrap_or(u32::MAX)),
+            sweep: sweep.clone(),
         };
         let accepted = client
             .submit_batch(&batch, key)
@@ -190,7 +211,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         // The id comes first, so that an interrupted wait leaves it on screen.
         args.announce(accepted.id, &format!("{total} jobs queued"));
         let view = follow_batch(&client, accepted.id, total, !args.quiet, FOLLOW_REFRESH).await?;
-        if args.json {
+        if sweep.is_some() && !args.quiet {
+            let summary = client
+                .batch_summary(accepted.id)
+                .await
+                .context("reading the batch summary")?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                print_summary(&summary);
+            }
+        } else if args.json {
             println!("{}", serde_json::to_string_pretty(&view)?);
         } else if !args.quiet {
             print_batch(&view);
@@ -259,6 +290,78 @@ pub(crate) async fn follow_batch(
         .context("following the batch")?;
     bar.finish_and_clear();
     Ok(view)
+}
+
+/// Parses `FIELD=A,B,C` or `FIELD=FROM:TO:STEP` into a sweep axis; values
+/// that read as numbers are numbers, others names (`option=call,put`).
+fn parse_axis(text: &str) -> Result<Axis, String> {
+    let (field, values) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected FIELD=A,B,C or FIELD=FROM:TO:STEP"))?;
+    let field = field.trim();
+    if field.is_empty() {
+        return Err(format!("{text:?}: the field name is missing"));
+    }
+    let parts: Vec<&str> = values.split(':').collect();
+    let values = match parts.as_slice() {
+        [from, to, step] => range(from, to, step)?,
+        [_] => values
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                serde_json::from_str::<serde_json::Number>(v)
+                    .map_or_else(|_| Value::String(v.to_owned()), Value::Number)
+            })
+            .collect(),
+        _ => return Err(format!("{text:?}: a range is FROM:TO:STEP")),
+    };
+    if values.is_empty() {
+        return Err(format!("{text:?}: no values"));
+    }
+    Ok(Axis {
+        field: field.to_owned(),
+        values,
+    })
+}
+
+/// `from, from + step, …` up to `to` included (within a rounding error);
+/// whole numbers when all three are.
+fn range(from: &str, to: &str, step: &str) -> Result<Vec<Value>, String> {
+    let number = |s: &str| {
+        s.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| format!("{s:?} is not a number"))
+    };
+    let (a, b, h) = (number(from)?, number(to)?, number(step)?);
+    if h <= 0.0 || b < a {
+        return Err(format!(
+            "the range {from}:{to}:{step} needs FROM <= TO and a STEP above 0"
+        ));
+    }
+    let steps = ((b - a) / h + 1e-9).floor();
+    if steps >= 100_000.0 {
+        return Err(format!(
+            "the range {from}:{to}:{step} has over 100000 values"
+        ));
+    }
+    let whole = [a, b, h].iter().all(|x| x.fract() == 0.0);
+    // `steps` is below 100,000: the conversion is exact.
+    let count = steps as u32 + 1;
+    Ok((0..count)
+        .map(|i| {
+            let x = a + f64::from(i) * h;
+            if whole {
+                Value::from(x as i64)
+            } else {
+                // Decimal steps land on 0.30000000000000004: round to the
+                // digits the user wrote.
+                Value::from((x * 1e12).round() / 1e12)
+            }
+        })
+        .collect())
 }
 
 /// Reads a JSON array of specs (or a `{"jobs": [...]}` object), or a CSV
@@ -357,6 +460,35 @@ mod tests {
             (specs[1].up, specs[1].down, specs[1].runs),
             (1.3, Spec::default().down, None)
         );
+    }
+
+    #[test]
+    fn sweep_flags_take_lists_and_ranges() {
+        let axis = parse_axis("exercise=25:35:5").unwrap();
+        assert_eq!(axis.field, "exercise");
+        assert_eq!(serde_json::to_string(&axis.values).unwrap(), "[25,30,35]");
+        let axis = parse_axis("down=0.7:0.9:0.1").unwrap();
+        assert_eq!(
+            serde_json::to_string(&axis.values).unwrap(),
+            "[0.7,0.8,0.9]"
+        );
+        let axis = parse_axis("option=call,put").unwrap();
+        assert_eq!(
+            serde_json::to_string(&axis.values).unwrap(),
+            r#"["call","put"]"#
+        );
+        assert_eq!(parse_axis("periods=10").unwrap().values.len(), 1);
+        for bad in [
+            "exercise",
+            "=1,2",
+            "exercise=",
+            "x=1:2",
+            "x=3:1:1",
+            "x=1:2:0",
+            "x=0:1e9:1",
+        ] {
+            assert!(parse_axis(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

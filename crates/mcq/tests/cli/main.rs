@@ -27,6 +27,7 @@ fn help_lists_every_subcommand() {
         "migrate",
         "submit",
         "status",
+        "results",
         "demo",
         "bench",
         "completions",
@@ -72,4 +73,5 @@ mod conventions;
 mod open_files;
 mod price;
 mod server;
+mod sweeps;
 mod waiting;
