@@ -47,8 +47,8 @@ async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::R
         .collect::<anyhow::Result<_>>()?;
     let refs: Vec<&McqProcess> = workers.iter().collect();
     let jobs = batch::finish_and_check(&store, batch_id, &refs, &specs).await?;
-    // A job's attempts count claims of its tasks: more than its task count
-    // would mean a task ran twice although no worker died.
+    // A job's tasks were each claimed once: more claims than tasks would
+    // mean a task ran twice although no worker died.
     for job in &jobs {
         assert_eq!(job.state, JobState::Succeeded);
         let chunks = job
@@ -61,12 +61,13 @@ async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::R
             chunks.div_ceil(2)
         };
         assert_eq!(
-            u64::from(job.attempts),
-            tasks,
+            (u64::from(job.tasks.total), u64::from(job.tasks.claims)),
+            (tasks, tasks),
             "job {} was claimed {} times for {tasks} tasks",
             job.id,
-            job.attempts
+            job.tasks.claims
         );
+        assert_eq!(job.attempts, 1, "job {} was retried", job.id);
     }
     // Every worker is still up and listed.
     let listed = store.workers().await?;
@@ -76,7 +77,7 @@ async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::R
         "all workers registered: {listed:?}"
     );
     let done: u64 = listed.iter().map(|w| w.tasks_done).sum();
-    let expected_tasks: u64 = jobs.iter().map(|j| u64::from(j.attempts)).sum();
+    let expected_tasks: u64 = jobs.iter().map(|j| u64::from(j.tasks.claims)).sum();
     assert_eq!(
         done, expected_tasks,
         "the workers' task counters add up to the tasks"

@@ -140,9 +140,11 @@ async fn varying_fields(store: &Store, id: Uuid, scope: Scope) -> Result<Vec<Str
             match &first {
                 None => first = Some(spec),
                 Some(first) => {
-                    for (field, value) in &spec {
+                    // Both ways: a field left out of one spec varies too.
+                    let fields = spec.keys().chain(first.keys());
+                    for field in fields {
                         if field != "seed"
-                            && first.get(field) != Some(value)
+                            && first.get(field) != spec.get(field)
                             && !varying.contains(field)
                         {
                             varying.push(field.clone());

@@ -16,6 +16,7 @@ fn spec_fields() -> Vec<String> {
         runs: Some(1),
         target_std_error: Some(1.0),
         seed: Some(1),
+        greeks: vec![mcq_kernel::Greek::Delta],
         ..Spec::default()
     };
     match serde_json::to_value(full) {

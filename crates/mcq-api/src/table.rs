@@ -67,11 +67,13 @@ impl Format {
 }
 
 /// Columns after the grid point's fields, in their default order.
-const RESULT_COLUMNS: [&str; 15] = [
+const RESULT_COLUMNS: [&str; 17] = [
     "price",
     "std_error",
     "ci95_low",
     "ci95_high",
+    "delta",
+    "delta_std_error",
     "paths",
     "seed",
     "method",
@@ -170,6 +172,8 @@ impl Columns {
                         "std_error" => number(result.map(|r| r.std_error)),
                         "ci95_low" => number(result.map(|r| r.ci95[0])),
                         "ci95_high" => number(result.map(|r| r.ci95[1])),
+                        "delta" => number(result.and_then(|r| r.delta)),
+                        "delta_std_error" => number(result.and_then(|r| r.delta_std_error)),
                         "paths" => result.map_or(Value::Null, |r| Value::from(r.paths)),
                         "seed" => job.spec.seed.map_or(Value::Null, Value::from),
                         "method" => serde_json::to_value(job.spec.method).unwrap_or(Value::Null),

@@ -171,7 +171,7 @@ async fn a_sweep_expands_into_one_job_per_point_and_repeat(t: &TestApp) {
     assert_eq!(lines.len(), 13, "{csv}");
     assert!(
         lines[0].starts_with(
-            "job_id,state,exercise,periods,price,std_error,ci95_low,ci95_high,paths,seed"
+            "job_id,state,exercise,periods,price,std_error,ci95_low,ci95_high,delta,delta_std_error,paths,seed"
         ),
         "{}",
         lines[0]
@@ -179,8 +179,9 @@ async fn a_sweep_expands_into_one_job_per_point_and_repeat(t: &TestApp) {
     let row: Vec<&str> = lines[8].split(',').collect();
     assert_eq!(&row[..4], [ids[7], "succeeded", "30", "20"]);
     assert_eq!(row[4], jobs[7]["result"]["price"].to_string());
+    assert_eq!(row[8], "", "no delta unless asked for");
     assert_eq!(
-        row[9],
+        row[11],
         jobs[7]["spec"]["seed"].to_string(),
         "seeds are written exactly"
     );
