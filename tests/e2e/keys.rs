@@ -154,9 +154,8 @@ fn keys_made_listed_used_logged_and_revoked() {
     let batch = runtime
         .block_on(client.submit_batch(
             &mcq_client::BatchRequest {
-                label: None,
-                priority: None,
                 jobs: vec![mcq_kernel::Spec::default()],
+                ..mcq_client::BatchRequest::default()
             },
             None,
         ))

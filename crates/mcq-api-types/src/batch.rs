@@ -24,7 +24,7 @@ pub struct BatchRequest {
     pub label: Option<String>,
     /// The jobs, each a pricing spec; omitted fields take their defaults.
     /// At least one, at most the server's limit (100,000 by default);
-    /// absent with a sweep.
+    /// absent (or empty) with a sweep.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub jobs: Vec<Spec>,
@@ -39,17 +39,62 @@ pub struct BatchRequest {
     #[cfg_attr(feature = "openapi", schema(minimum = -100, maximum = 100))]
     pub priority: Option<i16>,
     /// The base spec of a sweep (defaults when absent); only with `sweep`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub spec: Option<Spec>,
     /// Spec fields and the values each takes, e.g.
     /// `{"exercise": [25, 30, 35], "periods": [10, 20]}`: one job per
     /// point of their cartesian product, the last field varying fastest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// (The server's OpenAPI document lists the fields and their types.)
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub sweep: Option<Sweep>,
     /// Jobs per grid point (default 1), each with its own seed; only with `sweep`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_repeat"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 4_294_967_295_u64))]
     pub repeat: Option<u32>,
+}
+
+/// Reads a field that may be left out but, when given, is not `null`: a
+/// `null` sweep or base spec beside a list of jobs would otherwise pass
+/// for an absent one.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+/// Reads a repeat count written as an integer or as an integral number
+/// (`2.0`), as JSON Schema counts them; not `null` (see [`present`]). Zero
+/// is refused where the batch is validated.
+fn whole_repeat<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u32>, D::Error> {
+    use serde::de::Error as _;
+    let number = f64::deserialize(deserializer)?;
+    if number.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&number) {
+        return Err(D::Error::custom(format!(
+            "invalid value: {number}, expected a whole number from 1 to {}",
+            u32::MAX
+        )));
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a whole number inside u32's range, checked above"
+    )]
+    Ok(Some(number as u32))
 }
 
 /// Reads a priority written as an integer or as an integral number
@@ -208,6 +253,43 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_repeat_is_a_whole_number_however_it_is_written() {
+        let read = |json: &str| serde_json::from_str::<BatchRequest>(json).map(|r| r.repeat);
+        let sweep = r#""sweep":{"exercise":[25]}"#;
+        assert_eq!(read(&format!("{{{sweep}}}")).unwrap(), None);
+        assert_eq!(
+            read(&format!(r#"{{{sweep},"repeat":3}}"#)).unwrap(),
+            Some(3)
+        );
+        assert_eq!(
+            read(&format!(r#"{{{sweep},"repeat":3.0}}"#)).unwrap(),
+            Some(3)
+        );
+        for bad in ["null", "2.5", "-1", "4294967296", "\"3\""] {
+            assert!(
+                read(&format!(r#"{{{sweep},"repeat":{bad}}}"#)).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_sweep_or_its_base_spec_given_as_null_is_refused() {
+        for body in [
+            r#"{"jobs": [{}], "sweep": null}"#,
+            r#"{"jobs": [{}], "spec": null}"#,
+            r#"{"sweep": {"exercise": [25]}, "spec": null}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<BatchRequest>(body).is_err(),
+                "{body}"
+            );
+        }
+        let absent: BatchRequest = serde_json::from_str(r#"{"jobs": [{}]}"#).unwrap();
+        assert_eq!((absent.spec, absent.sweep), (None, None));
     }
 
     #[test]

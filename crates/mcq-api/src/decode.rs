@@ -337,6 +337,7 @@ mod tests {
             label: Some("x".repeat(200)),
             priority: Some(-100),
             jobs: vec![spec; config.max_batch_jobs],
+            ..BatchRequest::default()
         };
         let body = serde_json::to_vec(&request).unwrap();
         assert!(

@@ -10,6 +10,8 @@ use utoipa::{Modify, OpenApi};
 
 use crate::wait::WAIT_PATTERN;
 
+mod batch_schema;
+
 /// A UUID as the API accepts it: hyphenated, hex digits in either case.
 const UUID_PATTERN: &str =
     "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
@@ -42,7 +44,7 @@ const KEY_PATTERN: &str = "^[!-~]{1,255}$";
         crate::health::openapi_json,
     ),
     components(schemas(mcq_api_types::FieldProblem)),
-    modifiers(&Parameters),
+    modifiers(&Parameters, &Batches),
     tags(
         (name = "jobs", description = "Single pricing jobs"),
         (name = "batches", description = "Batches of jobs and their statistics"),
@@ -51,6 +53,17 @@ const KEY_PATTERN: &str = "^[!-~]{1,255}$";
     )
 )]
 pub struct ApiDoc;
+
+/// Writes the batch body as its two shapes, jobs or a sweep (see
+/// [`batch_schema`]).
+#[derive(Debug)]
+struct Batches;
+
+impl Modify for Batches {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        batch_schema::rewrite(doc);
+    }
+}
 
 /// Gives the id, cursor, wait and key parameters the exact rules the
 /// server applies to them, written once here by parameter name rather than

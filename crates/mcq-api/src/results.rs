@@ -3,9 +3,9 @@
 //! JSON lines streamed from the database a page at a time, or as JSON
 //! pages. `?fields=` picks and orders the columns.
 
+use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::Extension;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -18,8 +18,8 @@ use uuid::Uuid;
 use crate::AppState;
 use crate::access::Caller;
 use crate::extract::{RawId, parse_id, parse_uuid};
-use crate::read::parse_limit;
 use crate::problem::ApiError;
+use crate::read::parse_limit;
 use crate::table::{Columns, Format};
 
 /// Query of `GET /v1/batches/{id}/results`; strings so that bad values
@@ -92,11 +92,21 @@ pub(crate) async fn batch_results(
         sweep,
         repeat: view.repeat.unwrap_or(1),
     });
-    let point_fields = match &grid {
-        Some(grid) => grid.sweep.fields().map(str::to_owned).collect(),
+    let (point_fields, delta) = match &grid {
+        Some(grid) => {
+            // Every job of a sweep shares the base spec: the first tells
+            // whether delta was asked for, unless the sweep varies it.
+            let first = state.store.batch_jobs(id, scope, None, 1).await?;
+            let delta = grid.sweep.fields().any(|f| f == "greeks")
+                || first
+                    .as_deref()
+                    .and_then(<[JobView]>::first)
+                    .is_some_and(|job| job.spec.wants_delta());
+            (grid.sweep.fields().map(str::to_owned).collect(), delta)
+        }
         None => varying_fields(&state.store, id, scope).await?,
     };
-    let columns = Columns::new(point_fields, query.fields.as_deref())?;
+    let columns = Columns::new(point_fields, delta, query.fields.as_deref())?;
     if format == Format::Json {
         return json_page(&state.store, id, scope, columns, after, limit).await;
     }
@@ -123,8 +133,14 @@ pub(crate) async fn batch_results(
 
 /// The spec fields whose values differ between a batch's jobs (the seed
 /// aside: it has a column of its own), in spec order: the point of a job
-/// of a batch that was not a sweep. One pass over the batch, a page at a time.
-async fn varying_fields(store: &Store, id: Uuid, scope: Scope) -> Result<Vec<String>, ApiError> {
+/// of a batch that was not a sweep; and whether any job asked for delta.
+/// One pass over the batch, a page at a time.
+async fn varying_fields(
+    store: &Store,
+    id: Uuid,
+    scope: Scope,
+) -> Result<(Vec<String>, bool), ApiError> {
+    let mut delta = false;
     let mut first: Option<serde_json::Map<String, Value>> = None;
     let mut varying: Vec<String> = Vec::new();
     let mut after = None;
@@ -134,6 +150,7 @@ async fn varying_fields(store: &Store, id: Uuid, scope: Scope) -> Result<Vec<Str
             .await?
             .unwrap_or_default();
         for job in &page {
+            delta |= job.spec.wants_delta();
             let Ok(Value::Object(spec)) = serde_json::to_value(&job.spec) else {
                 continue;
             };
@@ -162,7 +179,7 @@ async fn varying_fields(store: &Store, id: Uuid, scope: Scope) -> Result<Vec<Str
     if let Some(order) = order {
         varying.sort_by_key(|field| order.iter().position(|f| f == field));
     }
-    Ok(varying)
+    Ok((varying, delta))
 }
 
 /// One page of rows with the cursor of the next.
@@ -221,7 +238,11 @@ impl Stream {
                 self.columns.csv_header(&mut out);
             }
         }
-        let page = match self.store.batch_jobs(self.id, self.scope, self.after, MAX_PAGE).await {
+        let page = match self
+            .store
+            .batch_jobs(self.id, self.scope, self.after, MAX_PAGE)
+            .await
+        {
             Ok(page) => page.unwrap_or_default(),
             Err(err) => {
                 tracing::error!(batch = %self.id, error = %err, "results stream ended by a read error");

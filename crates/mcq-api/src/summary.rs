@@ -1,8 +1,8 @@
 //! `GET /v1/batches/{id}/summary`: a batch's jobs grouped by grid point,
 //! each point with its counts and the price its jobs estimate.
 
-use axum::{Extension, Json};
 use axum::extract::State;
+use axum::{Extension, Json};
 use mcq_api_types::{
     BatchGrid, BatchSummary, GridPoint, JobState, JobView, PointPrice, PointSummary, Problem,
     StateCounts,

@@ -21,10 +21,10 @@ impl Format {
     /// `?format=` when given, else the first of the Accept header's media
     /// types that names a table format, else JSON pages.
     pub(crate) fn negotiate(format: Option<&str>, headers: &HeaderMap) -> Result<Format, ApiError> {
-        if let Some(format) = format.filter(|f| !f.is_empty()) {
+        if let Some(format) = format {
             return match format {
                 "csv" => Ok(Format::Csv),
-                "jsonl" | "ndjson" => Ok(Format::Lines),
+                "jsonl" => Ok(Format::Lines),
                 "json" => Ok(Format::Json),
                 other => Err(ApiError::BadParameter(format!(
                     "format must be csv, jsonl or json (got {other:?})"
@@ -66,6 +66,9 @@ impl Format {
     }
 }
 
+/// The delta columns, among the defaults when some job asked for delta.
+const DELTA_COLUMNS: [&str; 2] = ["delta", "delta_std_error"];
+
 /// Columns after the grid point's fields, in their default order.
 const RESULT_COLUMNS: [&str; 17] = [
     "price",
@@ -101,10 +104,15 @@ enum Column {
 pub(crate) struct Columns(Vec<(String, Column)>);
 
 impl Columns {
-    /// Every column (`job_id`, `state`, the point's fields, the results),
-    /// or those `fields` names, in its order; an unknown name is a 400
-    /// listing the known ones.
-    pub(crate) fn new(point: Vec<String>, fields: Option<&str>) -> Result<Columns, ApiError> {
+    /// Every column (`job_id`, `state`, the point's fields, the results;
+    /// the delta columns only if `delta`, some job having asked for it),
+    /// or those `fields` names, in its order: comma-separated, nothing
+    /// around the names. An unknown name is a 400 listing the known ones.
+    pub(crate) fn new(
+        point: Vec<String>,
+        delta: bool,
+        fields: Option<&str>,
+    ) -> Result<Columns, ApiError> {
         let mut all: Vec<(String, Column)> = vec![
             ("job_id".into(), Column::Fixed("job_id")),
             ("state".into(), Column::Fixed("state")),
@@ -115,11 +123,12 @@ impl Columns {
                 .iter()
                 .map(|c| ((*c).into(), Column::Fixed(c))),
         );
-        let Some(fields) = fields.filter(|f| !f.trim().is_empty()) else {
+        let Some(fields) = fields else {
+            all.retain(|(name, _)| delta || !DELTA_COLUMNS.contains(&name.as_str()));
             return Ok(Columns(all));
         };
         let mut chosen = Vec::new();
-        for name in fields.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        for name in fields.split(',') {
             let Some(column) = all.iter().find(|(n, _)| n == name) else {
                 let known: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
                 return Err(ApiError::BadParameter(format!(
@@ -127,6 +136,11 @@ impl Columns {
                     known.join(", ")
                 )));
             };
+            if chosen.iter().any(|(n, _)| n == name) {
+                return Err(ApiError::BadParameter(format!(
+                    "fields names {name:?} twice"
+                )));
+            }
             chosen.push(column.clone());
         }
         Ok(Columns(chosen))
@@ -252,22 +266,50 @@ mod tests {
             Format::negotiate(Some("csv"), &HeaderMap::new()).unwrap(),
             Format::Csv
         );
-        assert!(Format::negotiate(Some("xlsx"), &HeaderMap::new()).is_err());
+        for bad in ["xlsx", "", "ndjson", "CSV"] {
+            assert!(
+                Format::negotiate(Some(bad), &HeaderMap::new()).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
     fn fields_pick_and_order_columns_and_unknown_ones_are_refused() {
-        let columns = Columns::new(vec!["exercise".into()], Some("price, exercise")).unwrap();
+        let columns = Columns::new(vec!["exercise".into()], false, Some("price,exercise")).unwrap();
         assert_eq!(columns.names(), ["price", "exercise"]);
-        let all = Columns::new(vec!["exercise".into()], None).unwrap();
+        let all = Columns::new(vec!["exercise".into()], false, None).unwrap();
         assert_eq!(&all.names()[..4], ["job_id", "state", "exercise", "price"]);
-        let Err(ApiError::BadParameter(detail)) = Columns::new(Vec::new(), Some("prise")) else {
+        assert!(!all.names().contains(&"delta"));
+        let with_delta = Columns::new(vec!["exercise".into()], true, None).unwrap();
+        assert_eq!(
+            &with_delta.names()[3..9],
+            [
+                "price",
+                "std_error",
+                "ci95_low",
+                "ci95_high",
+                "delta",
+                "delta_std_error"
+            ]
+        );
+        // Asked for by name, a delta column is there (empty) either way.
+        assert!(Columns::new(Vec::new(), false, Some("delta")).is_ok());
+        let Err(ApiError::BadParameter(detail)) = Columns::new(Vec::new(), false, Some("prise"))
+        else {
             panic!("an unknown field must be refused");
         };
         assert!(
             detail.contains("prise") && detail.contains("price"),
             "{detail}"
         );
+        // The names exactly as the schema's pattern has them.
+        for bad in ["", "price,", ",price", "price, std_error", "price,,seed"] {
+            assert!(
+                Columns::new(Vec::new(), false, Some(bad)).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

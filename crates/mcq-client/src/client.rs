@@ -6,7 +6,7 @@ use std::time::Duration;
 use mcq_api_types::{
     BatchAccepted, BatchCancelled, BatchPage, BatchRequest, BatchSummary, BatchView, FieldProblem,
     Health, IDEMPOTENCY_KEY, JobCancelled, JobPage, JobView, MAX_WAIT, Problem, QueueView,
-    WorkerList, WorkerView,
+    ResultsPage, WorkerList, WorkerView,
 };
 use mcq_kernel::Spec;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -224,21 +224,21 @@ impl Client {
     }
 
     /// `GET /v1/batches/{id}/results?format=json`: one page of result rows
-    /// (`{"columns", "rows", "next"}`), with the columns `fields` names
+    /// after the job `after`, with the columns `fields` names
     /// (comma-separated; all when `None`).
     pub async fn batch_results_page(
         &self,
         id: Uuid,
         fields: Option<&str>,
-        after: Option<&str>,
+        after: Option<Uuid>,
         limit: u32,
-    ) -> Result<serde_json::Value, ClientError> {
+    ) -> Result<ResultsPage, ClientError> {
         let mut path = format!("/v1/batches/{id}/results?format=json&limit={limit}");
         if let Some(fields) = fields {
             path.push_str(&format!("&fields={}", encode(fields)));
         }
         if let Some(after) = after {
-            path.push_str(&format!("&after={}", encode(after)));
+            path.push_str(&format!("&after={after}"));
         }
         self.get(&path).await
     }

@@ -281,8 +281,9 @@ impl Store {
     }
     /// A page of a batch's jobs in submission order, after job `after`
     /// (an `after` that is not in the batch gives an empty page). `limit`
-    /// is capped at [`MAX_PAGE`]. `None` when the batch does not exist
-    /// within `scope`.
+    /// is capped at [`MAX_PAGE`] + 1: a caller serving pages of up to
+    /// [`MAX_PAGE`] reads one row more to tell whether another follows.
+    /// `None` when the batch does not exist within `scope`.
     pub async fn batch_jobs(
         &self,
         id: Uuid,
@@ -290,7 +291,7 @@ impl Store {
         after: Option<Uuid>,
         limit: u32,
     ) -> Result<Option<Vec<JobView>>, StoreError> {
-        let limit = limit.clamp(1, MAX_PAGE);
+        let limit = limit.clamp(1, MAX_PAGE + 1);
         read_again_if_dropped(move || async move {
             dispatch!(self, q => q.batch_jobs(id, scope, after, limit).await)
         })

@@ -11,8 +11,8 @@ mod long_poll;
 mod openapi;
 mod outage;
 mod overview;
-mod tenants;
 mod sweeps;
+mod tenants;
 
 /// Declares `<name>_sqlite` and `<name>_postgres` tests running `case`.
 #[macro_export]

@@ -193,7 +193,22 @@ fn parameters_and_fields_carry_the_servers_bounds() {
     assert_eq!(spec["runs"]["minimum"], mcq_kernel::MIN_RUNS);
     assert_eq!(spec["runs"]["maximum"], mcq_kernel::MAX_RUNS);
     assert_eq!(spec["initial"]["exclusiveMinimum"], 0);
-    let batch = &schemas["BatchRequest"]["properties"];
+    // A batch is one of two shapes: its jobs, or a sweep.
+    let batch = &schemas["BatchRequest"]["oneOf"][0]["properties"];
     assert_eq!(batch["jobs"]["minItems"], 1);
     assert_eq!(batch["label"]["maxLength"], 200);
+    let sweep = &schemas["BatchRequest"]["oneOf"][1]["properties"];
+    assert_eq!(sweep["label"]["maxLength"], 200);
+    assert_eq!(sweep["repeat"]["maximum"], u32::MAX);
+    for name in ["fields", "format", "after"] {
+        assert!(
+            param("/v1/batches/{id}/results", "get", name)["pattern"].is_string(),
+            "results {name}"
+        );
+    }
+    let limit = param("/v1/batches/{id}/results", "get", "limit");
+    assert_eq!(
+        (limit["minimum"].clone(), limit["maximum"].clone()),
+        (1.into(), 1000.into())
+    );
 }

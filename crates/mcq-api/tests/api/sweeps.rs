@@ -171,7 +171,7 @@ async fn a_sweep_expands_into_one_job_per_point_and_repeat(t: &TestApp) {
     assert_eq!(lines.len(), 13, "{csv}");
     assert!(
         lines[0].starts_with(
-            "job_id,state,exercise,periods,price,std_error,ci95_low,ci95_high,delta,delta_std_error,paths,seed"
+            "job_id,state,exercise,periods,price,std_error,ci95_low,ci95_high,paths,seed"
         ),
         "{}",
         lines[0]
@@ -179,9 +179,9 @@ async fn a_sweep_expands_into_one_job_per_point_and_repeat(t: &TestApp) {
     let row: Vec<&str> = lines[8].split(',').collect();
     assert_eq!(&row[..4], [ids[7], "succeeded", "30", "20"]);
     assert_eq!(row[4], jobs[7]["result"]["price"].to_string());
-    assert_eq!(row[8], "", "no delta unless asked for");
+    assert!(!lines[0].contains("delta"), "no delta unless asked for");
     assert_eq!(
-        row[11],
+        row[9],
         jobs[7]["spec"]["seed"].to_string(),
         "seeds are written exactly"
     );
@@ -341,4 +341,67 @@ async fn a_plain_batch_tables_the_fields_that_vary(t: &TestApp) {
 on_both!(
     plain_batches_as_tables,
     a_plain_batch_tables_the_fields_that_vary
+);
+
+async fn tables_carry_delta_when_the_batch_asked_for_it(t: &TestApp) {
+    let body = json!({"spec": {"method": "exact", "periods": 12, "greeks": ["delta"]},
+                      "sweep": {"exercise": [25, 35]}});
+    let accepted = t.post_json("/v1/batches", &body).await;
+    assert_eq!(accepted.status, 202, "{:#?}", accepted.body);
+    let batch = accepted.body["id"].as_str().unwrap().to_owned();
+    work_off(&t.store).await;
+    let jobs = t.get(&format!("/v1/batches/{batch}/jobs")).await;
+    let jobs = jobs.body["jobs"].as_array().unwrap().clone();
+    let (status, _, csv) = get_text(t, &format!("/v1/batches/{batch}/results"), "text/csv").await;
+    assert_eq!(status, 200);
+    let lines: Vec<&str> = csv.lines().collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    // CSV leaves a missing value empty.
+    let cell = |v: &Value| {
+        if v.is_null() {
+            String::new()
+        } else {
+            v.to_string()
+        }
+    };
+    for (i, job) in jobs.iter().enumerate() {
+        let row: Vec<&str> = lines[i + 1].split(',').collect();
+        assert!(job["result"]["delta"].is_number(), "{job:#}");
+        assert_eq!(row[at("delta")], cell(&job["result"]["delta"]));
+        assert_eq!(
+            row[at("delta_std_error")],
+            cell(&job["result"]["delta_std_error"])
+        );
+    }
+    let (_, _, lines) = get_text(
+        t,
+        &format!("/v1/batches/{batch}/results?fields=exercise,delta"),
+        "application/x-ndjson",
+    )
+    .await;
+    let first: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first,
+        json!({"exercise": 25, "delta": jobs[0]["result"]["delta"]})
+    );
+    // A deeper strike has a smaller delta.
+    assert!(jobs[0]["result"]["delta"].as_f64() > jobs[1]["result"]["delta"].as_f64());
+
+    // A plain batch in which one job asks for delta has the columns too,
+    // empty for the others.
+    let plain = t
+        .post_json(
+            "/v1/batches",
+            &json!({"jobs": [{"runs": 5000}, {"runs": 5000, "greeks": ["delta"]}]}),
+        )
+        .await;
+    let plain = plain.body["id"].as_str().unwrap().to_owned();
+    let (_, _, csv) = get_text(t, &format!("/v1/batches/{plain}/results"), "text/csv").await;
+    let header = csv.lines().next().unwrap();
+    assert!(header.contains(",delta,delta_std_error,"), "{header}");
+}
+on_both!(
+    delta_columns,
+    tables_carry_delta_when_the_batch_asked_for_it
 );

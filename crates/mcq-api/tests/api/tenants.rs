@@ -202,6 +202,9 @@ async fn another_tenants_ids_answer_like_unknown_ones(t: &TestApp) {
     for (uri, method) in [
         (format!("/v1/batches/{id}"), "GET"),
         (format!("/v1/batches/{id}/jobs"), "GET"),
+        (format!("/v1/batches/{id}/summary"), "GET"),
+        (format!("/v1/batches/{id}/results"), "GET"),
+        (format!("/v1/batches/{id}/results?format=csv"), "GET"),
         (format!("/v1/jobs/{job}"), "GET"),
         (format!("/v1/jobs/{single}"), "GET"),
         (format!("/v1/jobs/{job}/cancel"), "POST"),
@@ -369,6 +372,11 @@ async fn quotas_refuse_work_past_the_limits(t: &TestApp) {
     )
     .await
     .assert_problem(429, "/problems/quota-exceeded");
+    // A sweep counts the jobs it expands to.
+    let sweep = json!({"spec": {"runs": 1000}, "sweep": {"exercise": [25, 30]}});
+    send(t, "POST", "/v1/batches", Some(&alice), Some(&sweep))
+        .await
+        .assert_problem(429, "/problems/quota-exceeded");
     // Paths per job: a spec past the limit names its field.
     let bob = key(t, "bob", Role::Submit).await;
     t.store
@@ -391,6 +399,27 @@ async fn quotas_refuse_work_past_the_limits(t: &TestApp) {
     .await;
     big.assert_problem(422, "/problems/invalid-spec");
     assert_eq!(big.pointers(), ["/jobs/1/runs", "/jobs/2/target_std_error"]);
+    // In a sweep, the limit points at the swept value or the base spec.
+    let swept = send(
+        t,
+        "POST",
+        "/v1/batches",
+        Some(&bob),
+        Some(&json!({"sweep": {"runs": [10_000, 10_001, 20_000]}})),
+    )
+    .await;
+    swept.assert_problem(422, "/problems/invalid-spec");
+    assert_eq!(swept.pointers(), ["/sweep/runs/1", "/sweep/runs/2"]);
+    let based = send(
+        t,
+        "POST",
+        "/v1/batches",
+        Some(&bob),
+        Some(&json!({"spec": {"runs": 10_001}, "sweep": {"exercise": [25, 30]}})),
+    )
+    .await;
+    based.assert_problem(422, "/problems/invalid-spec");
+    assert_eq!(based.pointers(), ["/spec/runs"]);
     assert_eq!(t.jobs_in_database().await, 3, "refused work stores nothing");
 }
 on_both!(quotas, quotas_refuse_work_past_the_limits);

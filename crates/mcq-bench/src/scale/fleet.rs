@@ -167,6 +167,7 @@ async fn measure(
             tenant: mcq_queue::DEFAULT_TENANT,
             priority: 0,
             as_batch: true,
+            grid: None,
             label: Some(format!("bench scale {workers}")),
             jobs,
             idempotency: None,

@@ -36,7 +36,11 @@ pub(crate) async fn split_job_attempts_count_retries_not_claims(db: &Db) {
 
     // Never failed: tried once, however many tasks were claimed.
     let clean = submit(&store, four_tasks(1)).await.job_ids[0];
-    let fresh = store.job(clean, Scope::All).await.expect("read").expect("job");
+    let fresh = store
+        .job(clean, Scope::All)
+        .await
+        .expect("read")
+        .expect("job");
     assert_eq!(fresh.attempts, 0);
     assert_eq!(
         fresh.tasks,
@@ -47,7 +51,11 @@ pub(crate) async fn split_job_attempts_count_retries_not_claims(db: &Db) {
         }
     );
     assert_eq!(drain(&store, w).await.len(), 4);
-    let job = store.job(clean, Scope::All).await.expect("read").expect("job");
+    let job = store
+        .job(clean, Scope::All)
+        .await
+        .expect("read")
+        .expect("job");
     assert_eq!((job.state, job.attempts), (JobState::Succeeded, 1));
     assert_eq!(
         job.tasks,
@@ -71,7 +79,11 @@ pub(crate) async fn split_job_attempts_count_retries_not_claims(db: &Db) {
     );
     let done = rest.iter().map(compute).collect();
     assert!(store.complete(w, done).await.expect("complete").is_empty());
-    let job = store.job(retried, Scope::All).await.expect("read").expect("job");
+    let job = store
+        .job(retried, Scope::All)
+        .await
+        .expect("read")
+        .expect("job");
     assert!(!job.state.is_finished(), "{:?}", job.state);
     assert_eq!(job.attempts, 1, "the failed task is not retried yet");
     assert_eq!((job.tasks.done, job.tasks.claims), (3, 4));
@@ -104,7 +116,11 @@ pub(crate) async fn split_job_attempts_count_retries_not_claims(db: &Db) {
             .expect("complete")
             .is_empty()
     );
-    let job = store.job(retried, Scope::All).await.expect("read").expect("job");
+    let job = store
+        .job(retried, Scope::All)
+        .await
+        .expect("read")
+        .expect("job");
     assert_eq!((job.state, job.attempts), (JobState::Succeeded, 2));
     assert_eq!(
         job.tasks,

@@ -61,6 +61,29 @@ pub(crate) async fn submit_creates_queued_jobs_and_tasks(db: &Db) {
     assert_eq!(store.claim(w, 100).await.expect("claim").len(), 6);
 }
 
+/// A page may hold one job past [`mcq_queue::MAX_PAGE`]: the API serves
+/// pages of up to that many and reads one more to tell whether another
+/// page follows.
+pub(crate) async fn a_page_reads_one_job_past_the_page_size(db: &Db) {
+    let store = db.default_store().await;
+    let n = u64::from(mcq_queue::MAX_PAGE) + 2;
+    let submitted = submit(&store, batch(n)).await;
+    let batch_id = submitted.batch_id.expect("a batch id");
+    let page = store
+        .batch_jobs(batch_id, Scope::All, None, mcq_queue::MAX_PAGE + 1)
+        .await
+        .expect("read")
+        .expect("batch exists");
+    let ids: Vec<_> = page.iter().map(|job| job.id).collect();
+    assert_eq!(ids, submitted.job_ids[..=mcq_queue::MAX_PAGE as usize]);
+    let capped = store
+        .batch_jobs(batch_id, Scope::All, None, u32::MAX)
+        .await
+        .expect("read")
+        .expect("batch exists");
+    assert_eq!(capped.len(), mcq_queue::MAX_PAGE as usize + 1);
+}
+
 pub(crate) async fn empty_submission_is_refused(db: &Db) {
     let store = db.default_store().await;
     let empty = Submission {

@@ -64,6 +64,7 @@ conformance! {
     tenants::racing_submissions_stay_within_the_quota,
     attempts::split_job_attempts_count_retries_not_claims,
     jobs::submit_creates_queued_jobs_and_tasks,
+    jobs::a_page_reads_one_job_past_the_page_size,
     jobs::empty_submission_is_refused,
     jobs::idempotent_submit_replays_and_conflicts,
     jobs::idempotent_batch_replays_in_order,

@@ -27,13 +27,17 @@ pub(crate) struct Args {
     /// Base URL of the mcq server.
     #[arg(long, env = "MCQ_SERVER", default_value = "http://127.0.0.1:8080")]
     server: String,
+    /// API key (from `mcq keys create`), sent as `Authorization: Bearer`;
+    /// a server without keys needs none.
+    #[arg(long, env = "MCQ_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
 }
 
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let id = Uuid::parse_str(args.id.trim())
         .map_err(|_| bad_input(format!("{:?} is not a batch id (a UUID)", args.id)))?;
-    let client = Client::new(&args.server)?;
+    let client = Client::new(&args.server)?.with_api_key(args.api_key.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -50,20 +54,25 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         let mut columns: Vec<String> = Vec::new();
         let mut rows: Vec<Vec<String>> = Vec::new();
-        let mut after: Option<String> = None;
+        let mut after: Option<Uuid> = None;
         loop {
             let page = client
-                .batch_results_page(id, fields, after.as_deref(), PAGE)
+                .batch_results_page(id, fields, after, PAGE)
                 .await
                 .context("reading the results")?;
             if columns.is_empty() {
-                columns = strings(&page["columns"]);
+                columns = page.columns.clone();
             }
-            for row in page["rows"].as_array().into_iter().flatten() {
-                rows.push(columns.iter().map(|c| cell(&row[c.as_str()])).collect());
+            for row in &page.rows {
+                rows.push(
+                    columns
+                        .iter()
+                        .map(|c| row.get(c).map_or_else(|| "-".to_owned(), cell))
+                        .collect(),
+                );
             }
-            match page["next"].as_str() {
-                Some(next) => after = Some(next.to_owned()),
+            match page.next {
+                Some(next) => after = Some(next),
                 None => break,
             }
         }
@@ -108,15 +117,6 @@ pub(crate) fn print_summary(summary: &BatchSummary) {
         })
         .collect();
     print_table(&columns, &rows);
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
 }
 
 /// A value as a table cell: strings bare, missing values as `-`.

@@ -113,7 +113,17 @@ pub(crate) fn print_job(job: &JobView) {
         println!("batch      {batch}");
     }
     println!("state      {state}");
+    if let Some(point) = &job.point {
+        println!("point      {point}");
+    }
     println!("attempts   {}", job.attempts);
+    println!(
+        "tasks      {} of {} done, {} claim{}",
+        job.tasks.done,
+        job.tasks.total,
+        job.tasks.claims,
+        if job.tasks.claims == 1 { "" } else { "s" }
+    );
     if let Some(result) = &job.result {
         println!("price      {:.6}", result.price);
         println!("std error  {:.6}", result.std_error);
