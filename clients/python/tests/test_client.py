@@ -200,6 +200,32 @@ def test_results_frame(client: Client) -> None:
     ).all()
     assert list(frame["paths"]) == [SMALL_RUNS] * 5
     assert list(frame["price"]) == [r.price for r in client.results(batch.id)]
+    assert "delta" not in frame.columns, "no delta columns unless asked for"
+
+
+def test_a_sweeps_frame_has_its_grid_and_delta(client: Client) -> None:
+    pytest.importorskip("pandas")
+    batch = client.submit_batch(
+        {"runs": SMALL_RUNS, "greeks": ["delta"]},
+        sweep={"exercise": [25, 35], "option": ["call", "put"]},
+        repeat=2,
+    )
+    frame = client.results_frame(batch)
+    results = list(client.results(batch))
+    assert list(frame.columns[:4]) == ["job_id", "state", "exercise", "option"]
+    assert list(frame["exercise"]) == [25, 25, 25, 25, 35, 35, 35, 35]
+    assert list(frame["option"]) == ["call", "call", "put", "put"] * 2
+    assert list(frame["delta"]) == [r.delta for r in results]
+    assert list(frame["delta_std_error"]) == [r.delta_std_error for r in results]
+    assert [int(s) for s in frame["seed"]] == [r.seed for r in results]
+    assert (frame["attempts"] == 1).all()
+    assert frame["finished_at"].notna().all()
+    chosen = client.results_frame(batch, fields=["price", "exercise"])
+    assert list(chosen.columns) == ["price", "exercise"]
+    assert list(chosen["price"]) == [r.price for r in results]
+    with pytest.raises(ProblemError) as unknown:
+        client.results_frame(batch, fields=["prise"])
+    assert unknown.value.status == 400 and "price" in (unknown.value.detail or "")
 
 
 def test_seeds_up_to_the_servers_limit_round_trip_exactly(client: Client) -> None:

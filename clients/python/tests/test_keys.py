@@ -36,3 +36,18 @@ def test_another_tenants_work_is_not_found(keyed: KeyedServer) -> None:
             bob.cancel(job)
         assert refused.value.status == 404
         assert alice.job(job).id == job.id
+
+
+def test_another_tenants_sweep_summary_and_table_are_not_found(keyed: KeyedServer) -> None:
+    pytest.importorskip("pandas")
+    with (
+        Client(keyed.server.url, api_key=keyed.alice) as alice,
+        Client(keyed.server.url, api_key=keyed.bob) as bob,
+    ):
+        grid = alice.submit_batch({"runs": 1000}, sweep={"exercise": [25, 35]})
+        assert len(alice.results_frame(grid)) == 2
+        assert len(alice.summary(grid)["points"]) == 2
+        for read in (bob.summary, lambda b: bob.results_frame(b, wait=False)):
+            with pytest.raises(ProblemError) as hidden:
+                read(grid)
+            assert (hidden.value.status, hidden.value.type) == (404, "/problems/not-found")

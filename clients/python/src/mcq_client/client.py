@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import uuid
@@ -12,7 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from .errors import McqError, ProblemError, UnreachableError, WaitTimeout
-from .frame import results_frame
+from .frame import ChunkReader, frame_from_csv
 from .version import __version__
 from .views import FINISHED_STATES, Batch, BatchStatus, Job, JsonObject, Result
 
@@ -245,17 +246,55 @@ class Client:
             if after is None:
                 return
 
-    def results_frame(self, batch_id: str | uuid.UUID | Batch | BatchStatus) -> Any:
+    def results_frame(
+        self,
+        batch_id: str | uuid.UUID | Batch | BatchStatus,
+        *,
+        fields: Iterable[str] | None = None,
+        wait: bool = True,
+    ) -> Any:
         """The batch's results as a pandas DataFrame, one row per job in
-        submission order (waiting for them as :meth:`results` does).
+        submission order, read from the server's CSV table as it streams
+        (``GET /v1/batches/{id}/results``), so a batch of 100,000 jobs is
+        never held as objects in between.
 
-        Columns: ``job_id``, ``state``, the spec's fields, ``price``,
-        ``std_error``, ``ci95_low``, ``ci95_high``, ``paths``, ``seed``
-        (exact, ``UInt64``) and ``error``. Needs pandas
-        (``pip install 'mcq-client[pandas]'``); raises ImportError saying
-        so when it is missing.
+        Columns: ``job_id``, ``state``, the fields of each job's grid point
+        (for a batch that is not a sweep: the spec fields that vary between
+        its jobs), ``price``, ``std_error``, ``ci95_low``, ``ci95_high``,
+        ``delta`` and ``delta_std_error`` when the batch asked for delta,
+        ``paths``, ``seed`` (exact, ``UInt64``), ``method``, ``attempts``,
+        the timings and ``error``; ``fields`` picks and orders them. With
+        ``wait`` (the default) it first waits until the batch is done, as
+        :meth:`wait` does. Needs pandas (``pip install
+        'mcq-client[pandas]'``); raises ImportError saying so when it is
+        missing.
         """
-        return results_frame(self.results(batch_id))
+        if wait:
+            self.wait(batch_id)
+        params: dict[str, str | int] = {"format": "csv"}
+        if fields is not None:
+            params["fields"] = ",".join(fields)
+        path = f"/v1/batches/{_key(batch_id)}/results"
+        request = self._http.build_request(
+            "GET", path, params=params, headers={"Accept": "text/csv"}
+        )
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as err:
+            reason = str(err) or type(err).__name__
+            raise UnreachableError(f"GET {self.base_url}{path}: {reason}") from err
+        try:
+            if response.is_error:
+                response.read()
+                raise ProblemError.from_response(response)
+            return frame_from_csv(io.BufferedReader(ChunkReader(response.iter_bytes())))
+        except httpx.TransportError as err:
+            # A table cut short (the server lost its database midway) is
+            # an error, never a shorter frame.
+            reason = str(err) or type(err).__name__
+            raise UnreachableError(f"GET {self.base_url}{path} broke off: {reason}") from err
+        finally:
+            response.close()
 
     def cancel(self, id: Id) -> None:
         """Cancels a job, or every unfinished job of a batch. Finished jobs

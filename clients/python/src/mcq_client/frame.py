@@ -1,17 +1,35 @@
-"""Results as a pandas DataFrame. pandas is an optional dependency, imported
-only here and only when a frame is asked for."""
+"""Results as a pandas DataFrame, read from the server's CSV table
+(``GET /v1/batches/{id}/results``). pandas is an optional dependency,
+imported only here and only when a frame is asked for."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
-from typing import Any
+import io
+from collections.abc import Iterator
+from typing import IO, Any
 
-from .views import Result
+FLOAT_COLUMNS = (
+    "price",
+    "std_error",
+    "ci95_low",
+    "ci95_high",
+    "delta",
+    "delta_std_error",
+    "queue_wait_ms",
+    "compute_ms",
+    "elapsed_ms",
+)
+"""Columns that are floats, NaN where a job has no value (no result yet)."""
 
-# pandas' nullable integer types hold a missing value without turning the
-# column into floats, which would round seeds above 2^53.
-_INT64_MAX = 2**63 - 1
+INTEGER_COLUMNS = {"paths": "Int64", "attempts": "Int64", "seed": "UInt64"}
+"""Columns of whole numbers and their nullable pandas types: a missing value
+reads as ``<NA>`` instead of turning the column into floats."""
+
+TIME_COLUMNS = ("submitted_at", "started_at", "finished_at")
+"""Timestamps, read as timezone-aware (UTC) datetimes, ``NaT`` when missing."""
+
+TEXT_COLUMNS = ("job_id", "state", "method", "error")
+"""Columns kept as text whatever they hold."""
 
 
 def _pandas() -> Any:
@@ -25,49 +43,69 @@ def _pandas() -> Any:
     return pandas
 
 
-def _integer_column(pd: Any, values: list[Any]) -> Any:
-    """An exact integer column when every present value is an int."""
-    present = [v for v in values if v is not None]
-    if not present or not all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return values
-    dtype = "UInt64" if min(present) >= 0 and max(present) > _INT64_MAX else "Int64"
-    return pd.array(values, dtype=dtype)
+def _major(version: str) -> int:
+    """The major number of a version string such as ``2.2.3``."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
-def _float_column(values: list[float | None]) -> list[float]:
-    """Plain floats, NaN where a job has no result yet."""
-    return [math.nan if v is None else v for v in values]
+class ChunkReader(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (a streamed answer),
+    so that the CSV parser reads the table as it arrives."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        super().__init__()
+        self._chunks = chunks
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._pending = chunk
+        view = memoryview(buffer).cast("B")
+        size = min(len(view), len(self._pending))
+        view[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
 
 
-def results_frame(results: Iterable[Result]) -> Any:
-    """One row per job, in submission order: ``job_id``, ``state``, every
-    spec field (except the seed, which has its own column), ``price``,
-    ``std_error``, ``ci95_low``, ``ci95_high``, ``paths``, ``seed`` and
-    ``error``; ``delta`` and ``delta_std_error`` after ``ci95_high`` when
-    some job reports a delta. Prices are floats, NaN for a job without a result; integer
-    columns use pandas' nullable integer types, so seeds stay exact
-    (``UInt64``) and a missing value reads as ``<NA>``."""
+def frame_from_csv(source: IO[bytes]) -> Any:
+    """A DataFrame from a results table in CSV: one row per job, the
+    columns in the table's order (``job_id``, ``state``, the fields of the
+    job's grid point or the spec fields that vary, ``price``, …).
+
+    Numbers are parsed back to the exact doubles the server wrote; seeds are an exact ``UInt64``
+    column, ``paths`` and ``attempts`` ``Int64``; the timestamps are UTC
+    datetimes. Other columns (a grid point's fields) are typed as pandas
+    infers them.
+    """
     pd = _pandas()
-    rows = list(results)
-    spec_fields: dict[str, None] = {}
-    for row in rows:
-        spec_fields.update((name, None) for name in row.spec if name != "seed")
-    columns: dict[str, Any] = {
-        "job_id": [r.job_id for r in rows],
-        "state": [r.state for r in rows],
-    }
-    for name in spec_fields:
-        columns[name] = _integer_column(pd, [r.spec.get(name) for r in rows])
-    columns["price"] = _float_column([r.price for r in rows])
-    columns["std_error"] = _float_column([r.std_error for r in rows])
-    columns["ci95_low"] = _float_column([r.ci95[0] if r.ci95 else None for r in rows])
-    columns["ci95_high"] = _float_column([r.ci95[1] if r.ci95 else None for r in rows])
-    if any(r.delta is not None for r in rows):
-        columns["delta"] = _float_column([r.delta for r in rows])
-        columns["delta_std_error"] = _float_column([r.delta_std_error for r in rows])
-    columns["paths"] = pd.array([r.paths for r in rows], dtype="Int64")
-    # Seeds are below 2^53 (results stored by older servers may hold any
-    # u64): always unsigned, never float.
-    columns["seed"] = pd.array([r.seed for r in rows], dtype="UInt64")
-    columns["error"] = [r.error for r in rows]
-    return pd.DataFrame(columns)
+    dtypes: dict[str, Any] = {name: str for name in TEXT_COLUMNS}
+    dtypes.update(INTEGER_COLUMNS)
+    dtypes.update((name, "float64") for name in FLOAT_COLUMNS)
+    header = source.readline()
+    names = header.decode().rstrip("\r\n").split(",") if header.strip() else []
+    present = {name: dtype for name, dtype in dtypes.items() if name in names}
+    # pandas before 3 parses floats to within an ulp or so unless asked for
+    # the exact round trip; from 3 on that is the default and the option
+    # is deprecated.
+    exact = {"float_precision": "round_trip"} if _major(pd.__version__) < 3 else {}
+    # The header has been read: parse the rest with its names.
+    frame = pd.read_csv(
+        source,
+        names=names,
+        header=None,
+        dtype=present,
+        keep_default_na=False,
+        na_values={name: [""] for name in names},
+        **exact,
+    )
+    for name in TIME_COLUMNS:
+        if name in frame.columns:
+            frame[name] = pd.to_datetime(frame[name], utc=True)
+    return frame
