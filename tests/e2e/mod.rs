@@ -6,4 +6,5 @@ mod batch;
 mod commands;
 mod keys;
 mod readme;
+mod results_stream;
 mod server;
