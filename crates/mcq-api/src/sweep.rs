@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use mcq_api_types::{BatchGrid, FieldProblem, Sweep};
-use mcq_kernel::Spec;
+use mcq_kernel::{MAX_PERIODS, MAX_RUNS, MAX_SEED, MIN_RUNS, Spec};
 use serde_json::{Map, Value};
 
 use crate::problem::ApiError;
@@ -99,6 +99,11 @@ pub(crate) fn check(base: &Spec, sweep: &Sweep, repeat: u32) -> Result<(), Vec<F
             }
         }
     }
+    for (field, detail) in out_of_bounds(base) {
+        if sweep.fields().any(|f| f == field) {
+            problem(format!("/spec/{field}"), detail);
+        }
+    }
     if repeat == 0 {
         problem("/repeat".into(), "repeat must be at least 1".into());
     }
@@ -117,6 +122,60 @@ pub(crate) fn check(base: &Spec, sweep: &Sweep, repeat: u32) -> Result<(), Vec<F
     } else {
         Err(errors)
     }
+}
+
+/// The base spec's fields that break a bound of their own (the bounds the
+/// OpenAPI schema states for each field), with why. Validating the
+/// expanded jobs finds these for the fields the sweep leaves alone; a
+/// field the sweep sets would escape it, yet the base must be a spec as
+/// the schema describes it.
+fn out_of_bounds(base: &Spec) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let positive = [
+        ("initial", base.initial),
+        ("up", base.up),
+        ("down", base.down),
+        ("interest", base.interest),
+    ];
+    for (field, value) in positive {
+        if value.is_nan() || value <= 0.0 {
+            out.push((field, format!("{field} ({value}) must be above 0")));
+        }
+    }
+    if base.exercise.is_nan() || base.exercise < 0.0 {
+        out.push((
+            "exercise",
+            format!("exercise ({}) must not be negative", base.exercise),
+        ));
+    }
+    if !(1..=MAX_PERIODS).contains(&base.periods) {
+        out.push((
+            "periods",
+            format!("periods ({}) must be from 1 to {MAX_PERIODS}", base.periods),
+        ));
+    }
+    if let Some(runs) = base.runs.filter(|r| !(MIN_RUNS..=MAX_RUNS).contains(r)) {
+        out.push((
+            "runs",
+            format!("runs ({runs}) must be from {MIN_RUNS} to {MAX_RUNS}"),
+        ));
+    }
+    if let Some(target) = base.target_std_error.filter(|t| t.is_nan() || *t <= 0.0) {
+        out.push((
+            "target_std_error",
+            format!("target_std_error ({target}) must be above 0"),
+        ));
+    }
+    if let Some(seed) = base.seed.filter(|s| *s > MAX_SEED) {
+        out.push(("seed", format!("seed ({seed}) must be at most {MAX_SEED}")));
+    }
+    let mut greeks = base.greeks.clone();
+    greeks.sort_by_key(|g| g.name());
+    greeks.dedup();
+    if greeks.len() < base.greeks.len() {
+        out.push(("greeks", "greeks lists a greek twice".into()));
+    }
+    out
 }
 
 /// The specs of every grid point in grid order, each `repeat` times, with
@@ -240,6 +299,22 @@ mod tests {
             "{}",
             errors[0].detail
         );
+    }
+
+    #[test]
+    fn a_base_field_the_sweep_sets_still_keeps_its_bounds() {
+        let base = Spec {
+            up: 0.0,
+            periods: 2000,
+            runs: Some(1),
+            ..Spec::default()
+        };
+        let grid = sweep(r#"{"up": [1.4], "periods": [10], "exercise": [30]}"#);
+        let errors = check(&base, &grid, 1).unwrap_err();
+        let pointers: Vec<&str> = errors.iter().map(|e| e.pointer.as_str()).collect();
+        // `runs` is not swept: the expanded jobs' validation reports it.
+        assert_eq!(pointers, ["/spec/up", "/spec/periods"], "{errors:#?}");
+        assert!(check(&Spec::default(), &grid, 1).is_ok());
     }
 
     #[test]
