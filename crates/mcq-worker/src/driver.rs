@@ -29,7 +29,7 @@ use crate::pace::Pace;
 use crate::pending::Pending;
 use crate::policy::{self, Decision, Rules, State, Stopping};
 use crate::slots::{self, LocalQueue, Report};
-use crate::trail;
+use crate::trail::Trail;
 
 /// Weight of the newest claim's round trip in its moving average.
 const CLAIM_WEIGHT: f64 = 0.2;
@@ -274,9 +274,13 @@ impl Driver {
             if task.attempt > 1 {
                 add(&self.counters.retried, 1);
             }
-            let span = trail::task_span(&task);
-            span.in_scope(|| tracing::trace!(chunks = ?task.chunks, "claimed"));
-            let ticket = self.held.insert(task.task_id, task.lease_token, span);
+            let trail = Trail::new(&task);
+            if tracing::enabled!(tracing::Level::TRACE) {
+                trail
+                    .span()
+                    .in_scope(|| tracing::trace!(chunks = ?task.chunks, "claimed"));
+            }
+            let ticket = self.held.insert(task.task_id, task.lease_token, trail);
             self.local.push(task, ticket);
         }
     }

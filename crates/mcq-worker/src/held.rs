@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 use tracing::Span;
 use uuid::Uuid;
 
+use crate::trail::Trail;
+
 /// One lease: a task id and the token of the claim that granted it.
 pub(crate) type LeaseKey = (i64, Uuid);
 
@@ -39,46 +41,36 @@ struct Lease {
     /// A call telling the store about this lease has been sent; its answer,
     /// not a heartbeat, says whether the lease was lost.
     told: bool,
-    /// The task's span (`crate::trail`), for the events of its end.
-    span: Span,
+    /// The task's span, for the events of its end.
+    trail: Trail,
 }
 
 /// What a compute slot takes with a task: its cancel flag and its span.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Ticket {
     /// Raised to stop the task's kernel at its next chunk boundary.
     pub(crate) cancel: Arc<AtomicBool>,
-    /// The task's span, entered while it computes.
-    pub(crate) span: Span,
-}
-
-impl Default for Ticket {
-    fn default() -> Self {
-        Ticket {
-            cancel: Arc::default(),
-            span: Span::none(),
-        }
-    }
+    /// The task's span, for what its computation logs.
+    pub(crate) trail: Trail,
 }
 
 impl Held {
     /// Records a claimed task with its span; returns what its slot needs.
-    pub(crate) fn insert(&self, task_id: i64, token: Uuid, span: Span) -> Ticket {
+    pub(crate) fn insert(&self, task_id: i64, token: Uuid, trail: Trail) -> Ticket {
         let cancel = Arc::new(AtomicBool::new(false));
         let lease = Lease {
             cancel: cancel.clone(),
             told: false,
-            span: span.clone(),
+            trail: trail.clone(),
         };
         self.lock().insert((task_id, token), lease);
-        Ticket { cancel, span }
+        Ticket { cancel, trail }
     }
 
     /// The span of a lease still held (none for one no longer held).
     pub(crate) fn span(&self, lease: LeaseKey) -> Span {
-        self.lock()
-            .get(&lease)
-            .map_or_else(Span::none, |held| held.span.clone())
+        let trail = self.lock().get(&lease).map(|held| held.trail.clone());
+        trail.map_or_else(Span::none, |trail| trail.span())
     }
 
     /// Marks leases about to be told to the store (completed, failed or
@@ -122,7 +114,7 @@ impl Held {
             .filter_map(|&(id, token)| {
                 let held = tasks.get(&(id, token)).filter(|held| !held.told)?;
                 held.cancel.store(true, Ordering::Relaxed);
-                Some((id, held.span.clone()))
+                Some((id, held.trail.span()))
             })
             .collect()
     }
@@ -160,8 +152,8 @@ mod tests {
     fn cancel_raises_only_flags_of_held_tasks() {
         let held = Held::default();
         let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
-        let a = held.insert(1, ta, Span::none()).cancel;
-        let b = held.insert(2, tb, Span::none()).cancel;
+        let a = held.insert(1, ta, Trail::default()).cancel;
+        let b = held.insert(2, tb, Trail::default()).cancel;
         assert_eq!(held.cancel_leases(&[(2, tb), (99, ta), (1, tb)]), 1);
         assert!(!a.load(Ordering::Relaxed));
         assert!(b.load(Ordering::Relaxed));
@@ -175,8 +167,8 @@ mod tests {
     fn a_stale_lease_on_a_reclaimed_task_leaves_the_new_one_alone() {
         let held = Held::default();
         let (stale, fresh) = (Uuid::new_v4(), Uuid::new_v4());
-        let old_run = held.insert(7, stale, Span::none()).cancel;
-        let new_run = held.insert(7, fresh, Span::none()).cancel;
+        let old_run = held.insert(7, stale, Trail::default()).cancel;
+        let new_run = held.insert(7, fresh, Trail::default()).cancel;
         // The store reports the stale lease lost: only its run stops.
         assert_eq!(held.cancel_leases(&[(7, stale)]), 1);
         assert!(old_run.load(Ordering::Relaxed));
@@ -193,8 +185,8 @@ mod tests {
     fn a_lease_being_told_to_the_store_is_not_lost_when_it_vanishes() {
         let held = Held::default();
         let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
-        let recorded = held.insert(1, ta, Span::none()).cancel;
-        let taken = held.insert(2, tb, Span::none()).cancel;
+        let recorded = held.insert(1, ta, Trail::default()).cancel;
+        let taken = held.insert(2, tb, Trail::default()).cancel;
         held.telling([(1, ta)]);
         let lost: Vec<i64> = held
             .lose(&[(1, ta), (2, tb)])

@@ -104,16 +104,17 @@ pub(crate) fn spawn(
     pool.spawn(move || {
         let mut next = Some(first);
         while let Some((task, ticket)) = next {
-            let finished = ticket.span.in_scope(|| {
-                let finished = compute::run_one(&specs, &task, &ticket.cancel, hold.as_ref());
+            let finished = compute::run_one(&specs, &task, &ticket.cancel, hold.as_ref());
+            if tracing::enabled!(tracing::Level::TRACE) {
                 let outcome = match &finished.outcome {
                     Outcome::Done(_) => "done",
                     Outcome::Failed { .. } => "failed",
                     Outcome::Cancelled => "cancelled",
                 };
-                tracing::trace!(outcome, compute_ms = finished.compute_ms, "computed");
-                finished
-            });
+                ticket.trail.span().in_scope(|| {
+                    tracing::trace!(outcome, compute_ms = finished.compute_ms, "computed");
+                });
+            }
             // Taken before reporting, so that the loop, woken by the
             // report, sees the queue as it is after this slot moved on.
             next = queue.take();
