@@ -92,6 +92,10 @@ impl Service {
             .no_proxy()
             // Room for the longest long poll and then the answer itself.
             .timeout(mcq_client::MAX_WAIT + Duration::from_secs(60))
+            // A local trial can leave the connection idle past the server's
+            // 10 s idle timeout; dropping it first means a trial never sends
+            // on a connection the server is closing.
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .context("building the HTTP client")?;
         let (client_relay, url) = if plan.link_client.is_loopback() {
