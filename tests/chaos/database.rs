@@ -1,7 +1,7 @@
 //! PostgreSQL restarted under the API and two workers while batches run:
 //! `pg_ctl restart -m fast`, `-m immediate`, then stopped for 15 s and
-//! started again. While it is down the API answers 503 problem+json, not
-//! a hang; afterwards everything recovers by itself, and each batch ends
+//! started again. While it is down the API answers 503 problem+json
+//! within a second or two, not a hang; afterwards everything recovers by itself, and each batch ends
 //! exactly once with the local results.
 
 use std::time::{Duration, Instant};
@@ -17,9 +17,11 @@ const DOWN: Duration = Duration::from_secs(15);
 /// Generous bounds: the API answering again, and a batch finishing, after
 /// the server is back.
 const API_BOUND: Duration = Duration::from_secs(30);
-/// An answer while the server is down must come within this (the pool's
-/// acquire timeout and a loaded machine); the times seen are printed.
-const ANSWER_BOUND: Duration = Duration::from_secs(15);
+/// An answer while the server is down must come within this: the store
+/// gives up on a server it cannot reach after `unreachable_after` (0.9 s),
+/// and a loaded machine adds to that; the times seen are printed. The
+/// bound itself is checked without a clock by mcq-api's outage tests.
+const ANSWER_BOUND: Duration = Duration::from_secs(2);
 
 /// The faults, in order.
 #[derive(Debug, Clone, Copy)]

@@ -28,7 +28,7 @@ async fn workers_and_the_api_run_through_pgbouncer_in_session_mode_only() -> any
     let logs = TempDir::new("mcq-chaos-pooler")?;
     let store = batch::store(&db.url, 4).await?;
 
-    let session = PgBouncer::start(&bin, &db.url, "session", logs.path())?;
+    let session = PgBouncer::start(&bin, &db.url, "session", IGNORED, logs.path())?;
     let via = session.url(&db.name);
     let (server, base) = McqProcess::server(
         "server",
@@ -49,7 +49,7 @@ async fn workers_and_the_api_run_through_pgbouncer_in_session_mode_only() -> any
     let everyone = [&workers[0], &workers[1], &server];
     outcome::assert_exactly_once(&db.url, &store, batch_id, &specs, specs.len(), &everyone).await?;
 
-    let transaction = PgBouncer::start(&bin, &db.url, "transaction", logs.path())?;
+    let transaction = PgBouncer::start(&bin, &db.url, "transaction", IGNORED, logs.path())?;
     let via = transaction.url(&db.name);
     for (name, args) in [
         ("refused-worker", vec!["worker", "--database-url", &via]),
@@ -77,6 +77,45 @@ async fn workers_and_the_api_run_through_pgbouncer_in_session_mode_only() -> any
     Ok(())
 }
 
+/// A PgBouncer that refuses the driver's startup parameters (no
+/// `ignore_startup_parameters`) is a mistake of configuration: `mcq
+/// worker` and `mcq serve` exit 1 at once, naming the setting to add,
+/// rather than retrying a connection that will never be accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pgbouncer_refusing_startup_parameters_stops_mcq_with_the_fix() -> anyhow::Result<()> {
+    let Some(bin) = pgbouncer_binary() else {
+        return Ok(());
+    };
+    let Some(db) = mcq_testdb::postgres().await else {
+        return Ok(());
+    };
+    let logs = TempDir::new("mcq-chaos-pooler-startup")?;
+    let strict = PgBouncer::start(&bin, &db.url, "session", "", logs.path())?;
+    let via = strict.url(&db.name);
+    for (name, args) in [
+        ("strict-worker", vec!["worker", "--database-url", &via]),
+        (
+            "strict-server",
+            vec!["serve", "--listen", "127.0.0.1:0", "--database-url", &via],
+        ),
+    ] {
+        let mut refused = McqProcess::spawn(name, &args, &[], logs.path())?;
+        let status = refused.wait_timeout(Duration::from_secs(60))?;
+        assert_eq!(status.code(), Some(1), "{name}\n{}", refused.logs());
+        let said = refused.log_text();
+        assert!(
+            said.contains("unsupported startup parameter")
+                && said.contains("ignore_startup_parameters = extra_float_digits"),
+            "{name} says what to fix\n{}",
+            refused.logs()
+        );
+    }
+    Ok(())
+}
+
+/// The startup parameter the driver sends that PgBouncer does not know.
+const IGNORED: &str = "extra_float_digits";
+
 /// `pgbouncer` on PATH or where Debian puts it; `None` (after saying so
 /// loudly) when missing, except under `CI=true`, where that fails.
 fn pgbouncer_binary() -> Option<PathBuf> {
@@ -99,15 +138,22 @@ fn pgbouncer_binary() -> Option<PathBuf> {
     found
 }
 
-/// A PgBouncer in front of the test server, in one pool mode; stopped
-/// when dropped.
+/// A PgBouncer in front of the test server, in one pool mode, letting the
+/// startup parameters `ignore` pass (none when empty); stopped when
+/// dropped.
 struct PgBouncer {
     child: Child,
     port: u16,
 }
 
 impl PgBouncer {
-    fn start(bin: &Path, upstream: &str, mode: &str, dir: &Path) -> anyhow::Result<PgBouncer> {
+    fn start(
+        bin: &Path,
+        upstream: &str,
+        mode: &str,
+        ignore: &str,
+        dir: &Path,
+    ) -> anyhow::Result<PgBouncer> {
         let (host, port) = host_and_port(upstream)?;
         let listen = free_port()?;
         let own = dir.join(format!("pgbouncer-{mode}"));
@@ -117,6 +163,11 @@ impl PgBouncer {
         let ini = own.join("pgbouncer.ini");
         // The driver sends extra_float_digits at start-up; PgBouncer
         // refuses parameters it does not know unless told to let it pass.
+        let ignore = if ignore.is_empty() {
+            String::new()
+        } else {
+            format!("ignore_startup_parameters = {ignore}\n")
+        };
         std::fs::write(
             &ini,
             format!(
@@ -124,8 +175,7 @@ impl PgBouncer {
                  [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {listen}\n\
                  unix_socket_dir =\nauth_type = trust\nauth_file = {}\n\
                  pool_mode = {mode}\ndefault_pool_size = 40\nmax_client_conn = 400\n\
-                 ignore_startup_parameters = extra_float_digits\n\
-                 logfile = {}\n",
+                 {ignore}logfile = {}\n",
                 users.display(),
                 own.join("pgbouncer.log").display()
             ),

@@ -16,3 +16,4 @@ mod misconfigured;
 mod probes;
 mod restart;
 mod terminate;
+mod tls;

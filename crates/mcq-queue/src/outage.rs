@@ -7,14 +7,15 @@
 /// one, a closed or exhausted pool, a server shutting down or out of
 /// connections — or of a session bound (`postgres/session.rs`) cutting a
 /// wait short, and false for anything the database answered about the
-/// query itself. Each of these may succeed when tried again later.
+/// query itself, and for the connection errors of [`never_heals`]. Each
+/// of these may succeed when tried again later.
 pub(crate) fn is_outage(err: &sqlx::Error) -> bool {
+    if never_heals(err) {
+        return false;
+    }
     matches!(
         err,
-        sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
     ) || err
         .as_database_error()
         .and_then(|db| db.code())
@@ -26,6 +27,35 @@ pub(crate) fn is_outage(err: &sqlx::Error) -> bool {
                 || code.starts_with("08")
                 || matches!(&*code, "53300" | "55P03" | "57014" | "25P03")
         })
+}
+
+/// True for connection errors that come of how the client or the server
+/// is configured, which waiting never changes:
+///
+/// - TLS that cannot be set up: a certificate file that does not load, a
+///   server without TLS where the URL requires it (`Tls`), or a server
+///   certificate the client refuses (an `InvalidData` I/O error from the
+///   handshake; a connection cut by a restart is another kind).
+/// - A startup parameter the server refuses (SQLSTATE 08P01, "unsupported
+///   startup parameter"): PgBouncer does so for every parameter it does
+///   not know unless `ignore_startup_parameters` lists it. PgBouncer uses
+///   08P01 for its passing conditions too (the server it cannot reach,
+///   `max_client_conn`), so only this message counts.
+pub(crate) fn never_heals(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Tls(_) => true,
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::InvalidData,
+        _ => refused_startup_parameter(err).is_some(),
+    }
+}
+
+/// The server's message when it refused a startup parameter (see
+/// [`never_heals`]).
+pub(crate) fn refused_startup_parameter(err: &sqlx::Error) -> Option<&str> {
+    let db = err.as_database_error()?;
+    (db.code().as_deref() == Some("08P01")
+        && db.message().contains("unsupported startup parameter"))
+    .then(|| db.message())
 }
 
 /// True when the connection a statement ran on broke under it — the
@@ -89,6 +119,23 @@ mod tests {
             assert!(is_outage(&err), "{err:?}");
             assert!(StoreError::Database(err).is_unavailable());
         }
+    }
+
+    #[test]
+    fn configuration_the_connection_trips_on_is_never_an_outage() {
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "invalid peer certificate: UnknownIssuer",
+        );
+        for err in [
+            sqlx::Error::Io(refused),
+            sqlx::Error::Tls("server does not support TLS".into()),
+        ] {
+            assert!(never_heals(&err), "{err:?}");
+            assert!(!is_outage(&err), "{err:?}");
+        }
+        let cut = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        assert!(is_outage(&sqlx::Error::Io(cut)));
     }
 
     #[test]

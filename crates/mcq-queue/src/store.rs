@@ -68,6 +68,17 @@ pub enum StoreError {
         /// The backend both connections reached.
         backend: i32,
     },
+    /// The server refused a startup parameter the driver sends: a
+    /// PgBouncer whose `ignore_startup_parameters` does not list it.
+    #[error(
+        "the server refused a startup parameter of the connection ({message}): PgBouncer refuses \
+         parameters it does not know, and the driver sends extra_float_digits; set \
+         `ignore_startup_parameters = extra_float_digits` in pgbouncer.ini (see deploy/README.md)"
+    )]
+    StartupParameterRefused {
+        /// The server's message, naming the parameter.
+        message: String,
+    },
 }
 
 impl StoreError {
@@ -120,6 +131,12 @@ pub struct QueueConfig {
     /// `pool_size`). A server keeps a few, so that it goes on answering
     /// when workers have taken every connection the database allows.
     pub pool_min: u32,
+    /// PostgreSQL: a call waiting for a connection gives up as unavailable
+    /// once this long passes in which the pool handed out no connection
+    /// while some were free to open: the server is down or does not
+    /// answer. A pool with every connection at work is waited for (up to
+    /// 5 s). Also the longest restart of the server that reads ride out.
+    pub unreachable_after: Duration,
 }
 
 impl Default for QueueConfig {
@@ -134,6 +151,7 @@ impl Default for QueueConfig {
             stage_from: 1000,
             pool_size: 16,
             pool_min: 0,
+            unreachable_after: Duration::from_millis(900),
         }
     }
 }
@@ -155,6 +173,11 @@ impl QueueConfig {
         }
         if self.pool_size == 0 {
             return Err(StoreError::Config("pool_size must be at least 1".into()));
+        }
+        if self.unreachable_after.is_zero() {
+            return Err(StoreError::Config(
+                "unreachable_after must be above zero".into(),
+            ));
         }
         if self.chunks_per_task == 0 {
             return Err(StoreError::Config(

@@ -44,6 +44,8 @@ pub struct PgCluster {
     port: u16,
     bin: PathBuf,
     as_postgres_user: bool,
+    /// The server offers TLS with `server.crt` and `server.key` of `dir`.
+    tls: bool,
 }
 
 impl PgCluster {
@@ -67,6 +69,27 @@ impl PgCluster {
         let dir =
             std::env::temp_dir().join(format!("mcq-testpg-private-{port}-{}", std::process::id()));
         PgCluster::start_at(dir, port)
+    }
+
+    /// Starts a private cluster like [`PgCluster::private`] that offers TLS
+    /// (`ssl = on`) with the PEM certificate chain `cert` and its private
+    /// key `key`, copied into the cluster's directory (the server reads its
+    /// key only from a file of its own user, readable by it alone).
+    /// Connections without TLS are still accepted.
+    pub fn private_with_tls(cert: &Path, key: &Path) -> anyhow::Result<PgCluster> {
+        let port = free_port()?;
+        let dir = std::env::temp_dir().join(format!(
+            "mcq-testpg-private-tls-{port}-{}",
+            std::process::id()
+        ));
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (from, name) in [(cert, "server.crt"), (key, "server.key")] {
+            let to = dir.join(name);
+            fs::copy(from, &to).with_context(|| format!("copying {}", from.display()))?;
+            use std::os::unix::fs::PermissionsExt as _;
+            fs::set_permissions(&to, fs::Permissions::from_mode(0o600))?;
+        }
+        PgCluster::start_with(dir, port, true)
     }
 
     /// Connection URL of database `db` in this cluster.
@@ -125,6 +148,10 @@ impl PgCluster {
     }
 
     fn start_at(dir: PathBuf, port: u16) -> anyhow::Result<PgCluster> {
+        PgCluster::start_with(dir, port, false)
+    }
+
+    fn start_with(dir: PathBuf, port: u16, tls: bool) -> anyhow::Result<PgCluster> {
         let bin = find_bin_dir()?;
         let as_postgres_user = is_root();
         let cluster = PgCluster {
@@ -132,6 +159,7 @@ impl PgCluster {
             port,
             bin,
             as_postgres_user,
+            tls,
         };
         fs::create_dir_all(&cluster.dir)
             .with_context(|| format!("creating {}", cluster.dir.display()))?;
@@ -197,12 +225,18 @@ impl PgCluster {
     }
 
     fn start_args(&self) -> Vec<String> {
-        let opts = format!(
+        let mut opts = format!(
             "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{}' -c max_connections=300 \
              -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
             self.port,
             self.dir.display()
         );
+        if self.tls {
+            opts.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file='{0}/server.crt' -c ssl_key_file='{0}/server.key'",
+                self.dir.display()
+            ));
+        }
         vec![
             "start".into(),
             "-w".into(),

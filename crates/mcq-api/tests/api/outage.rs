@@ -94,24 +94,18 @@ impl Relay {
         self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
         self.carried.lock().unwrap().abort_all();
     }
-}
 
-impl Drop for Relay {
-    fn drop(&mut self) {
+    /// Cuts the connections it carries and closes its port, so that new
+    /// connections are refused, as a database that was shut down.
+    async fn refuse(&mut self) {
         self.accept.abort();
+        let _ = (&mut self.accept).await;
         self.carried.lock().unwrap().abort_all();
     }
 }
 
-/// `/readyz` answers 503 within a second when the database stops
-/// answering altogether, instead of waiting out the pool's acquire
-/// timeout (5 s). Time is paused: it advances only while every task
-/// waits, so the answer's virtual time tells which timer ended the wait.
-#[tokio::test]
-async fn readiness_gives_up_on_a_silent_database_within_a_second() {
-    let Some(db) = mcq_testdb::postgres().await else {
-        return;
-    };
+/// An app whose store reaches the test database through a [`Relay`].
+async fn relayed_app(db: &mcq_testdb::TestDatabase) -> (Relay, axum::Router) {
     let upstream = db
         .url
         .split('@')
@@ -131,15 +125,92 @@ async fn readiness_gives_up_on_a_silent_database_within_a_second() {
         store,
         config: crate::harness::test_config(),
     });
+    (relay, app)
+}
+
+/// Status and content type of one request to `app`.
+async fn send(app: axum::Router, request: axum::http::Request<axum::body::Body>) -> (u16, String) {
+    use tower::ServiceExt as _;
+    let response = app.oneshot(request).await.expect("infallible");
+    let content_type = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (response.status().as_u16(), content_type)
+}
+
+/// Reads and writes answer 503 within a second once the database is
+/// gone, whether it refuses connections or leaves them unanswered, rather
+/// than after the pool's acquire timeout (5 s), for which the driver
+/// retries a refused connection. Time is paused, as in the test below.
+#[tokio::test]
+async fn requests_give_up_on_a_lost_database_within_a_second() {
+    let Some(db) = mcq_testdb::postgres().await else {
+        return;
+    };
+    for refused in [false, true] {
+        let (mut relay, app) = relayed_app(&db).await;
+        let submit = || {
+            axum::http::Request::post("/v1/jobs")
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(r#"{"runs": 1000}"#))
+                .unwrap()
+        };
+        let (status, _) = send(app.clone(), submit()).await;
+        assert_eq!(status, 202);
+        if refused {
+            relay.refuse().await;
+        } else {
+            relay.freeze();
+        }
+        tokio::time::pause();
+        let read = || {
+            axum::http::Request::get(format!("/v1/jobs/{}", uuid::Uuid::nil()))
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        for (what, request) in [("read", read()), ("submission", submit())] {
+            let asked = tokio::time::Instant::now();
+            let (status, content_type) = send(app.clone(), request).await;
+            let waited = asked.elapsed();
+            assert_eq!(
+                (status, content_type.as_str()),
+                (503, "application/problem+json"),
+                "{what}, refused: {refused}"
+            );
+            assert!(
+                waited < std::time::Duration::from_secs(1),
+                "a {what} waited {waited:?} for a database that is gone (refused: {refused})"
+            );
+        }
+        tokio::time::resume();
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.carried.lock().unwrap().abort_all();
+    }
+}
+
+/// `/readyz` answers 503 within a second when the database stops
+/// answering altogether, instead of waiting out the pool's acquire
+/// timeout (5 s). Time is paused: it advances only while every task
+/// waits, so the answer's virtual time tells which timer ended the wait.
+#[tokio::test]
+async fn readiness_gives_up_on_a_silent_database_within_a_second() {
+    let Some(db) = mcq_testdb::postgres().await else {
+        return;
+    };
+    let (relay, app) = relayed_app(&db).await;
     let ready = |app: axum::Router| async move {
-        use tower::ServiceExt as _;
         let request = axum::http::Request::get("/readyz")
             .body(axum::body::Body::empty())
             .unwrap();
-        let response = app.oneshot(request).await.expect("infallible");
-        let status = response.status().as_u16();
-        let content_type = response.headers()[axum::http::header::CONTENT_TYPE].clone();
-        (status, content_type)
+        send(app, request).await
     };
     assert_eq!(ready(app.clone()).await.0, 200);
 

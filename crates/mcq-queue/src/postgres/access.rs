@@ -31,7 +31,7 @@ impl PgQueue {
         .bind(key.role.as_str())
         .bind(key.label.as_deref())
         .bind(&key.secret_hash)
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(())
     }
@@ -40,7 +40,7 @@ impl PgQueue {
         let sql = format!("{KEY_SELECT} WHERE k.id = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?;
         row.as_ref().map(key_record).transpose()
     }
@@ -48,7 +48,7 @@ impl PgQueue {
     pub(crate) async fn keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
         let sql = format!("{KEY_SELECT} ORDER BY k.created_at, k.id");
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         rows.iter().map(key_record).collect()
     }
@@ -56,14 +56,14 @@ impl PgQueue {
     pub(crate) async fn revoke_key(&self, id: &str) -> Result<(), StoreError> {
         sqlx::query("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1")
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         Ok(())
     }
 
     pub(crate) async fn has_keys(&self) -> Result<bool, StoreError> {
         Ok(sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM api_keys)")
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conn().await?)
             .await?)
     }
 
@@ -73,7 +73,7 @@ impl PgQueue {
                     created_at AS tenant_created_at
              FROM tenants ORDER BY id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         rows.iter().map(tenant).collect()
     }
@@ -92,7 +92,7 @@ impl PgQueue {
         .bind(name)
         .bind(bind_limit(limits.max_active_jobs))
         .bind(bind_limit(limits.max_paths_per_job))
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(())
     }
@@ -100,7 +100,7 @@ impl PgQueue {
     /// Distinct jobs among the tenant's queued and running tasks, plus its
     /// staged jobs not yet written out.
     pub(crate) async fn active_jobs(&self, tenant: TenantId) -> Result<u64, StoreError> {
-        count_active(&self.pool, tenant).await
+        count_active(&mut *self.conn().await?, tenant).await
     }
 }
 

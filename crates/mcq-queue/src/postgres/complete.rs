@@ -78,7 +78,7 @@ impl PgQueue {
             .bind(FINISHED_CHANNEL)
             .bind(i64::from(max))
             .bind(self.lease_secs())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         for row in &rows {
             if let Some(id) = row.try_get::<Option<i64>, _>("accepted")? {
@@ -110,7 +110,7 @@ impl PgQueue {
             .bind(&input.prices)
             .bind(&input.partials)
             .bind(FINISHED_CHANNEL)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         let mut finishing = Vec::new();
         for row in &rows {

@@ -9,13 +9,14 @@
 //! wake nobody, since they announce no work. Every other payload (the
 //! submissions' and releases' empty one) wakes the waiting workers.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::checkout::Checkouts;
 use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
 use crate::StoreError;
 use crate::finished::FinishedEvents;
@@ -48,7 +49,7 @@ impl PgQueue {
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(CHANNEL)
             .bind(format!("{IDLE_PREFIX}{worker}"))
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         Ok(())
     }
@@ -68,6 +69,7 @@ impl PgQueue {
             let idle = self.wakeup.idle.clone();
             tokio::spawn(listen(
                 self.pool.clone(),
+                self.checkouts.clone(),
                 CHANNEL,
                 move |payload| match payload.and_then(|p| p.strip_prefix(IDLE_PREFIX)) {
                     // An unreadable announcement is dropped: it is a hint.
@@ -93,6 +95,7 @@ impl PgQueue {
             let announcer = self.announcer.clone();
             tokio::spawn(listen(
                 self.pool.clone(),
+                self.checkouts.clone(),
                 FINISHED_CHANNEL,
                 move |payload| {
                     // `key:count`; a payload we cannot read, or a reconnect,
@@ -117,6 +120,7 @@ impl PgQueue {
 /// notifications may have been missed (a reconnect).
 async fn listen(
     pool: PgPool,
+    checkouts: Arc<Checkouts>,
     channel: &'static str,
     on_message: impl Fn(Option<&str>) + Send + 'static,
     mut stop: oneshot::Receiver<()>,
@@ -141,6 +145,8 @@ async fn listen(
             }
         };
         backoff = Duration::from_millis(100);
+        // The listener keeps its connection out of the pool while it lives.
+        let _held = checkouts.hold();
         // Something may have been announced before we were listening (the
         // first waiters subscribe before this connection is up) or while
         // we were away.

@@ -4,6 +4,7 @@
 //! workers on machines with skewed clocks agree on leases.
 
 mod access;
+mod checkout;
 mod complete;
 mod functions;
 mod listen;
@@ -35,7 +36,8 @@ const CHANNEL: &str = "mcq_work";
 /// id, or the job id for a job without a batch.
 const FINISHED_CHANNEL: &str = "mcq_finished";
 
-/// Longest wait for a connection, at start-up and from the pool.
+/// Longest wait for a connection, at start-up and from a busy pool (a
+/// server that cannot be reached is given up on sooner: `checkout.rs`).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Opens `reserve` connections now (the pool keeps them); failing that,
@@ -58,6 +60,8 @@ async fn open_reserve(pool: &PgPool, reserve: u32) {
 #[derive(Debug, Clone)]
 pub(crate) struct PgQueue {
     pool: PgPool,
+    /// Connections of the pool at work, to tell a busy pool from a dead server.
+    checkouts: Arc<checkout::Checkouts>,
     /// Where the pool connects, for connections outside it (migrations).
     options: Arc<PgConnectOptions>,
     config: Arc<QueueConfig>,
@@ -84,7 +88,14 @@ impl PgQueue {
                 probe.close().await?;
                 pooler::refuse_shared_sessions(&options).await?;
             }
-            Ok(Err(err)) => return Err(err.into()),
+            Ok(Err(err)) => {
+                if let Some(message) = crate::outage::refused_startup_parameter(&err) {
+                    return Err(StoreError::StartupParameterRefused {
+                        message: message.to_owned(),
+                    });
+                }
+                return Err(err.into());
+            }
             Err(_) => {
                 return Err(sqlx::Error::Io(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
@@ -112,6 +123,7 @@ impl PgQueue {
         open_reserve(&pool, reserve).await;
         Ok(PgQueue {
             pool,
+            checkouts: Arc::default(),
             options: Arc::new(options),
             config,
             wakeup: Arc::new(listen::Wakeup::default()),
@@ -137,7 +149,7 @@ impl PgQueue {
     pub(crate) async fn schema_status(&self) -> Result<SchemaStatus, StoreError> {
         let rows =
             sqlx::query_as::<_, (i64, bool)>("SELECT version, success FROM _sqlx_migrations")
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *self.conn().await?)
                 .await;
         let applied = match rows {
             Ok(rows) => Some(rows),
@@ -153,7 +165,9 @@ impl PgQueue {
 
     /// One round trip.
     pub(crate) async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query("SELECT 1")
+            .execute(&mut *self.conn().await?)
+            .await?;
         Ok(())
     }
 

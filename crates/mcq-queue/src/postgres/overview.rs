@@ -70,7 +70,7 @@ impl PgQueue {
             .bind(query.done)
             .bind(i64::from(query.limit))
             .bind(scope.tenant())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         rows.iter().map(batch_view).collect()
     }
@@ -80,7 +80,7 @@ impl PgQueue {
         let rows = sqlx::query(WORKERS)
             .bind(LOST_LISTED.as_secs_f64())
             .bind(self.lease_secs())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         rows.iter().map(worker_view).collect()
     }
@@ -90,7 +90,7 @@ impl PgQueue {
         let row = sqlx::query(QUEUE)
             .bind(LOST_LISTED.as_secs_f64())
             .bind(self.lease_secs())
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conn().await?)
             .await?;
         let count = |name: &str| -> Result<u64, StoreError> {
             Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))

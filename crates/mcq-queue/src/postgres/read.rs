@@ -77,7 +77,7 @@ impl PgQueue {
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .bind(scope.tenant())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?;
         row.as_ref().map(|row| job_view(row, None)).transpose()
     }
@@ -93,7 +93,7 @@ impl PgQueue {
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .bind(scope.tenant())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?;
         row.as_ref().map(batch_view).transpose()
     }
@@ -138,7 +138,7 @@ impl PgQueue {
             .bind(after)
             .bind(i64::from(limit))
             .bind(scope.tenant())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         if rows.is_empty() {
             let exists: bool = sqlx::query_scalar(
@@ -147,7 +147,7 @@ impl PgQueue {
             )
             .bind(id)
             .bind(scope.tenant())
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conn().await?)
             .await?;
             if !exists {
                 return Ok(None);

@@ -15,6 +15,7 @@
 //! quota follow each other; other tenants, and tenants without one, never
 //! wait for the lock.
 
+use sqlx::Connection as _;
 use sqlx::Row as _;
 use uuid::Uuid;
 
@@ -191,9 +192,10 @@ impl PgQueue {
                 .bind(grid)
         };
         let row = match max_active_jobs {
-            None => query.fetch_one(&self.pool).await?,
+            None => query.fetch_one(&mut *self.conn().await?).await?,
             Some(limit) => {
-                let mut tx = self.pool.begin().await?;
+                let mut conn = self.conn().await?;
+                let mut tx = conn.begin().await?;
                 sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
                     .bind(QUOTA_LOCK)
                     .bind(submission.tenant)
@@ -250,7 +252,7 @@ impl PgQueue {
         )
         .bind(tenant)
         .bind(&key.key)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         // The key can vanish between our insert attempt and this read only
         // if it was pruned meanwhile; the client may simply retry.
@@ -275,7 +277,7 @@ impl PgQueue {
                      ) j ORDER BY position",
                 )
                 .bind(batch)
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *self.conn().await?)
                 .await?
             }
             None => row.try_get("job_ids")?,
@@ -290,7 +292,7 @@ impl PgQueue {
 
 /// Whether the tenant has used this idempotency key.
 async fn key_exists(
-    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     tenant: TenantId,
     key: &IdempotencyKey,
 ) -> Result<bool, StoreError> {

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use sqlx::Connection as _;
 use sqlx::Row as _;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
@@ -133,7 +134,7 @@ impl PgQueue {
             .bind(worker)
             .bind(i64::from(max))
             .bind(self.lease_secs())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         claimed_tasks(&rows)
     }
@@ -154,7 +155,7 @@ impl PgQueue {
             .bind(self.lease_secs())
             .bind(pulse.map(|p| p.draining))
             .bind(pulse.map(|p| i64::try_from(p.tasks_last_minute).unwrap_or(i64::MAX)))
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         let mut now = HashMap::with_capacity(rows.len());
         for row in &rows {
@@ -187,7 +188,7 @@ impl PgQueue {
                 .bind(tell_ids)
                 .bind(tell_tokens)
                 .bind(self.lease_secs())
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *self.conn().await?)
                 .await?;
         }
         reply.cancelled.sort_unstable();
@@ -214,7 +215,8 @@ impl PgQueue {
     /// Requeues expired leases with attempts left and fails those on their
     /// last attempt, with their jobs (siblings cancelled, as for `fail`).
     pub(crate) async fn reap(&self) -> Result<Reaped, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin().await?;
         let rows = sqlx::query(REAP)
             .bind(i32::try_from(self.config.max_attempts).unwrap_or(i32::MAX))
             .fetch_all(&mut *tx)
@@ -259,7 +261,8 @@ impl PgQueue {
         token: Uuid,
         error: &str,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin().await?;
         let row = sqlx::query(
             "UPDATE tasks SET
                  state = CASE WHEN attempt < $3 THEN 'queued' ELSE 'failed' END,
@@ -308,7 +311,8 @@ impl PgQueue {
     ) -> Result<usize, StoreError> {
         let ids: Vec<i64> = tasks.iter().map(|t| t.0).collect();
         let tokens: Vec<Uuid> = tasks.iter().map(|t| t.1).collect();
-        let mut tx = self.pool.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin().await?;
         let rows = sqlx::query(
             "UPDATE tasks t SET state = 'queued', attempt = greatest(t.attempt - 1, 0), run_at = now(),
                  lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
@@ -379,7 +383,7 @@ pub(super) fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreErr
 /// Sends the finished-work notifications within `tx` (delivered when it
 /// commits): per key (batch id, or job id), how many of its jobs finished.
 pub(super) async fn announce(
-    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     finished: &BTreeMap<Uuid, i64>,
 ) -> Result<(), StoreError> {
     if !finished.is_empty() {
@@ -399,7 +403,7 @@ pub(super) async fn announce(
 /// order: the lock order of completions). Running siblings keep their token:
 /// the next heartbeat of their worker tells it to stop.
 async fn fail_jobs(
-    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     jobs: &[Uuid],
     errors: &[String],
 ) -> Result<(), StoreError> {
@@ -440,7 +444,7 @@ pub(super) fn count_keys(keys: impl IntoIterator<Item = Uuid>) -> BTreeMap<Uuid,
 /// runs (`tasks`, the ids just requeued, are excluded explicitly so the
 /// guard does not depend on statement visibility).
 async fn requeue_jobs(
-    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     jobs: &[Uuid],
     tasks: &[i64],
     refund: i32,

@@ -3,6 +3,7 @@
 //! order of completions (`mcq_complete`), so cancelling a running batch
 //! while its workers complete never deadlocks.
 
+use sqlx::Connection as _;
 use uuid::Uuid;
 
 use super::PgQueue;
@@ -40,7 +41,8 @@ impl PgQueue {
         id: Uuid,
         scope: Scope,
     ) -> Result<Option<JobState>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin().await?;
         // A staged job is written out as a queued one first.
         sqlx::query(
             "SELECT mcq_unstage(st.batch_id, $1) FROM staged st
@@ -92,7 +94,8 @@ impl PgQueue {
         id: Uuid,
         scope: Scope,
     ) -> Result<Option<u64>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin().await?;
         let exists: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM batches
                             WHERE id = $1 AND ($2::int IS NULL OR tenant_id = $2))",
@@ -147,7 +150,7 @@ impl PgQueue {
             .bind(&info.hostname)
             .bind(i64::from(info.pid))
             .bind(i32::try_from(info.concurrency).unwrap_or(i32::MAX))
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         Ok(id)
     }
@@ -156,7 +159,7 @@ impl PgQueue {
     pub(crate) async fn deregister(&self, worker: Uuid) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM workers WHERE id = $1")
             .bind(worker)
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         Ok(())
     }
@@ -177,7 +180,7 @@ impl PgQueue {
             ))
             .bind(keep)
             .bind(PRUNE_CHUNK)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conn().await?)
             .await?;
             let n = n as u64;
             deleted += n;
@@ -196,7 +199,7 @@ impl PgQueue {
                  LIMIT 100",
             )
             .bind(keep)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
             if batches.is_empty() {
                 break;
@@ -207,13 +210,13 @@ impl PgQueue {
             "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)",
         )
         .bind(keep)
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         sqlx::query(
             "DELETE FROM workers WHERE last_heartbeat_at < now() - make_interval(secs => $1)",
         )
         .bind(keep)
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(deleted)
     }
@@ -227,7 +230,7 @@ impl PgQueue {
             ))
             .bind(batches)
             .bind(PRUNE_CHUNK)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conn().await?)
             .await?;
             let n = n as u64;
             deleted += n;
@@ -237,7 +240,7 @@ impl PgQueue {
         }
         sqlx::query("DELETE FROM batches WHERE id = ANY($1)")
             .bind(batches)
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         Ok(deleted)
     }

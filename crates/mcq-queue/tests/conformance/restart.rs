@@ -96,7 +96,7 @@ async fn store_survives_a_postgres_restart() {
 
 /// Reads running back to back while the server crashes and starts again:
 /// none of them fails, since a read whose connection broke is tried again
-/// on a new one, which the pool waits for.
+/// on a new one, which the pool waits for (up to `unreachable_after`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_ride_out_a_short_restart() {
     let cluster = match tokio::task::spawn_blocking(mcq_testdb::PgCluster::private)
@@ -113,9 +113,13 @@ async fn reads_ride_out_a_short_restart() {
         }
     };
     let url = cluster.create_database("mcq_reread").expect("createdb");
-    let store = Store::connect(&url, QueueConfig::default())
-        .await
-        .expect("connect");
+    // A restart shorter than `unreachable_after` is ridden out; a loaded
+    // machine may take longer than the default to stop and start a server.
+    let config = QueueConfig {
+        unreachable_after: Duration::from_secs(5),
+        ..QueueConfig::default()
+    };
+    let store = Store::connect(&url, config).await.expect("connect");
     store.migrate().await.expect("migrate");
     let submitted = submit(&store, batch(3)).await;
     let batch_id = submitted.batch_id.expect("a batch");

@@ -1,6 +1,7 @@
 //! The queue settings `mcq serve` and `mcq worker` both take: how often a
-//! task is tried, how long finished jobs are kept, and how many PostgreSQL
-//! connections the process may open. Set the first two alike on every
+//! task is tried, how long finished jobs are kept, how many PostgreSQL
+//! connections the process may open and when it calls the database
+//! unreachable. Set the first two alike on every
 //! process of one deployment: each process applies its own.
 
 use std::time::Duration;
@@ -15,7 +16,8 @@ const MAX_RETENTION: Duration = Duration::from_secs(3650 * 86_400);
 /// Shortest retention accepted: results must outlive the poll that reads them.
 const MIN_RETENTION: Duration = Duration::from_secs(60);
 
-/// `--max-attempts`, `--retention` and `--db-pool-size`.
+/// `--max-attempts`, `--retention`, `--db-pool-size` and
+/// `--db-unreachable-after`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct QueueFlags {
     /// Times a task is claimed before its job fails: a task whose worker
@@ -34,6 +36,13 @@ pub(crate) struct QueueFlags {
     /// see deploy/README.md to size `max_connections`.
     #[arg(long, env = "MCQ_DB_POOL_SIZE", default_value = "16", value_parser = count::<u32>(2..=1000))]
     db_pool_size: u32,
+    /// PostgreSQL: seconds, 0.1 to 5, after which a call waiting for a
+    /// connection gives up as "database unavailable" (the API's 503) when
+    /// the pool handed out none although it could open more. A pool whose
+    /// every connection is at work is waited for up to 5 s. Raise it where
+    /// opening a connection takes longer (a server far away).
+    #[arg(long, env = "MCQ_DB_UNREACHABLE_AFTER", default_value = "0.9", value_parser = unreachable_after)]
+    db_unreachable_after: Duration,
 }
 
 impl QueueFlags {
@@ -43,9 +52,22 @@ impl QueueFlags {
             max_attempts: self.max_attempts,
             retention: self.retention,
             pool_size: self.db_pool_size,
+            unreachable_after: self.db_unreachable_after,
             ..base
         }
     }
+}
+
+/// Parses `--db-unreachable-after`: seconds from 0.1 to 5.
+fn unreachable_after(text: &str) -> Result<Duration, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(0.1..=5.0).contains(&value) {
+        return Err(format!("{text:?} is not from 0.1 to 5 seconds"));
+    }
+    Ok(Duration::from_secs_f64(value))
 }
 
 /// Parses a retention such as `90s`, `30m`, `12h` or `7d` (a bare number
@@ -79,6 +101,15 @@ fn retention(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unreachable_after_takes_seconds_within_the_range() {
+        assert_eq!(unreachable_after("0.9"), Ok(Duration::from_millis(900)));
+        assert_eq!(unreachable_after("5"), Ok(Duration::from_secs(5)));
+        for bad in ["", "0", "0.05", "5.1", "NaN", "inf", "1s"] {
+            assert!(unreachable_after(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 
     #[test]
     fn retention_takes_units_and_checks_the_range() {
