@@ -90,6 +90,7 @@ fn serve_and_worker_take_the_queue_settings_with_their_defaults() {
             ("--max-attempts", "[default: 3]"),
             ("--retention", "[default: 7d]"),
             ("--db-pool-size", "[default: 16]"),
+            ("--db-unreachable-after", "[default: 0.9]"),
         ] {
             let at = help
                 .find(flag)
@@ -102,6 +103,10 @@ fn serve_and_worker_take_the_queue_settings_with_their_defaults() {
             (&["--retention", "10s"], "not in 1m..=3650d"),
             (&["--retention", "7w"], "s, m, h or d"),
             (&["--db-pool-size", "1"], "not in 2..=1000"),
+            (
+                &["--db-unreachable-after", "0"],
+                "not from 0.1 to 5 seconds",
+            ),
         ] {
             let (code, text) = exit_and_stderr(&[&[command][..], args].concat());
             assert_eq!(code, Some(2), "{command} {args:?}: {text}");
