@@ -206,7 +206,7 @@ impl PgQueue {
              WHERE reaped_at <= now() - make_interval(secs => $1)",
         )
         .bind(gap.as_secs_f64())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?
         .rows_affected();
         Ok(taken == 1)
