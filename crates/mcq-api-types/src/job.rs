@@ -37,6 +37,16 @@ impl JobState {
 }
 
 /// Timestamps the server records for a job, and durations derived from them.
+///
+/// `submitted_at`, `started_at` and `finished_at` tell the job's whole
+/// life. The phases — `queued_at` ≤ `claimed_at` ≤ `compute_started_at` ≤
+/// `compute_finished_at` ≤ `recorded_at` — tell where the time of the
+/// attempt that succeeded went: queue wait, claim, compute, record. They
+/// are null until the job succeeded (and the compute times also when the
+/// worker that ran it does not report them). For a job of several tasks,
+/// `claimed_at` is its first task's claim, the compute times are the
+/// earliest start and the latest finish over its tasks, and `recorded_at`
+/// is when its result was written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobTimings {
@@ -50,6 +60,24 @@ pub struct JobTimings {
     pub queue_wait_ms: Option<f64>,
     /// Kernel time summed over the job's successful tasks, in milliseconds.
     pub compute_ms: Option<f64>,
+    // The phases are always sent, null where unknown: required, nullable.
+    /// When the job entered the queue: its submission.
+    pub queued_at: DateTime<Utc>,
+    /// When a worker claimed the work that succeeded (a retried job's last
+    /// claim, not `started_at`).
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// When the worker started computing, by its clock, kept within
+    /// `claimed_at` … `recorded_at`.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub compute_started_at: Option<DateTime<Utc>>,
+    /// When the worker finished computing, by its clock, kept within
+    /// `compute_started_at` … `recorded_at`.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub compute_finished_at: Option<DateTime<Utc>>,
+    /// When the result was recorded (`finished_at` of a succeeded job).
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub recorded_at: Option<DateTime<Utc>>,
 }
 
 /// A job as clients see it (`GET /v1/jobs/{id}`, and the answer of
@@ -82,6 +110,10 @@ pub struct JobView {
     pub attempts: u32,
     /// The job's tasks: how many, how many are done, and their claims.
     pub tasks: TaskCounts,
+    /// The worker that recorded the result (for a job of several tasks,
+    /// the one that completed its last task); null until the job succeeded.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub worker_id: Option<Uuid>,
     /// Timestamps and durations.
     pub timings: JobTimings,
 }
@@ -169,16 +201,23 @@ mod tests {
             point: None,
             attempts: 0,
             tasks: TaskCounts::default(),
+            worker_id: None,
             timings: JobTimings {
                 submitted_at: DateTime::<Utc>::UNIX_EPOCH,
                 started_at: None,
                 finished_at: None,
                 queue_wait_ms: None,
                 compute_ms: None,
+                queued_at: DateTime::<Utc>::UNIX_EPOCH,
+                claimed_at: None,
+                compute_started_at: None,
+                compute_finished_at: None,
+                recorded_at: None,
             },
         };
         let json = serde_json::to_value(&view).unwrap();
         assert!(json.get("result").is_none() && json.get("error").is_none());
+        assert!(json["worker_id"].is_null() && json["timings"]["claimed_at"].is_null());
         assert_eq!(serde_json::from_value::<JobView>(json).unwrap(), view);
     }
 }

@@ -10,11 +10,11 @@
 //! Without a URL it uses a fresh database in the test cluster of
 //! `mcq-testdb` (fsync off). Measured figures live in `docs/results.md`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use mcq_kernel::{Method, OptionKind, PriceResult, Spec, VarianceReduction};
-use mcq_queue::{QueueConfig, Store, Submission, TaskDone, TaskOutput, WorkerInfo};
+use mcq_queue::{ComputeSpan, QueueConfig, Store, Submission, TaskDone, TaskOutput, WorkerInfo};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -75,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
                     lease_token: t.lease_token,
                     output: TaskOutput::Result(result.clone()),
                     compute_ms: 0.0,
+                    compute_span: Some(ComputeSpan::measured(SystemTime::now(), Duration::ZERO)),
                 })
                 .collect();
             let refused = store.complete(worker, done).await?;

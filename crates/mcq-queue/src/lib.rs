@@ -16,6 +16,7 @@ mod access;
 mod finished;
 mod idle;
 mod outage;
+mod phases;
 mod plan;
 mod postgres;
 mod schema;

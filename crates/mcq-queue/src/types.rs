@@ -144,6 +144,39 @@ pub struct TaskDone {
     pub output: TaskOutput,
     /// Kernel time in milliseconds.
     pub compute_ms: f64,
+    /// When the computation started and finished on the worker's clock;
+    /// `None` from a worker that does not say, whose job then shows no
+    /// compute phase.
+    pub compute_span: Option<ComputeSpan>,
+}
+
+/// When a task's computation ran, by the clock of the worker that ran it.
+/// The store keeps it within the task's claim and the recording of its
+/// result, so that a worker clock ahead or behind the database's cannot
+/// put the phases of a job out of order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ComputeSpan {
+    /// The computation started.
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// It finished (not before `started_at`).
+    pub finished_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl ComputeSpan {
+    /// A computation that started at `started` by the wall clock and ran
+    /// for `elapsed` by a monotonic one, so that a clock step during the
+    /// computation cannot make it end before it began.
+    pub fn measured(started: std::time::SystemTime, elapsed: std::time::Duration) -> ComputeSpan {
+        let started_at = chrono::DateTime::<chrono::Utc>::from(started);
+        let finished_at = chrono::TimeDelta::from_std(elapsed)
+            .ok()
+            .and_then(|d| started_at.checked_add_signed(d))
+            .unwrap_or(started_at);
+        ComputeSpan {
+            started_at,
+            finished_at,
+        }
+    }
 }
 
 /// What [`crate::Store::reap`] did with the leases it found expired.

@@ -5,10 +5,10 @@ use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use mcq_kernel::{Spec, SpecError, ValidSpec};
-use mcq_queue::{ClaimedTask, TaskOutput};
+use mcq_queue::{ClaimedTask, ComputeSpan, TaskOutput};
 
 use crate::hold::Hold;
 use uuid::Uuid;
@@ -31,6 +31,8 @@ pub(crate) struct Finished {
     pub(crate) lease_token: Uuid,
     pub(crate) outcome: Outcome,
     pub(crate) compute_ms: f64,
+    /// When it ran, for the job's phases (`None` only where nothing ran).
+    pub(crate) compute_span: Option<ComputeSpan>,
 }
 
 /// Valid specs recently computed, by spec without its seed: the worker's
@@ -92,6 +94,7 @@ pub(crate) fn run_one(
     hold: Option<&Hold>,
 ) -> Finished {
     let start = Instant::now();
+    let started = SystemTime::now();
     if let Some(hold) = hold {
         // A sleeping thread is a held slot that costs no CPU.
         std::thread::sleep(hold.duration);
@@ -107,11 +110,13 @@ pub(crate) fn run_one(
     if let Some(hold) = hold {
         hold.spans.record(start, Instant::now());
     }
+    let elapsed = start.elapsed();
     Finished {
         task_id: task.task_id,
         lease_token: task.lease_token,
         outcome,
-        compute_ms: start.elapsed().as_secs_f64() * 1e3,
+        compute_ms: elapsed.as_secs_f64() * 1e3,
+        compute_span: Some(ComputeSpan::measured(started, elapsed)),
     }
 }
 

@@ -79,6 +79,7 @@ impl Pending {
                         lease_token: finished.lease_token,
                         output: *output,
                         compute_ms: finished.compute_ms,
+                        compute_span: finished.compute_span,
                     },
                     at,
                 )),
@@ -107,6 +108,7 @@ impl Pending {
                         lease_token: finished.lease_token,
                         output: *output,
                         compute_ms: finished.compute_ms,
+                        compute_span: finished.compute_span,
                     },
                     at,
                 )),
@@ -133,6 +135,7 @@ impl Pending {
                 lease_token: d.lease_token,
                 outcome: Outcome::Done(Box::new(d.output)),
                 compute_ms: d.compute_ms,
+                compute_span: d.compute_span,
             };
             self.items.push_front((finished, at));
         }
@@ -149,6 +152,7 @@ impl Pending {
                     panicked: f.panicked,
                 },
                 compute_ms: 0.0,
+                compute_span: None,
             };
             self.items.push_front((finished, at));
         }
@@ -179,6 +183,7 @@ mod tests {
             lease_token: Uuid::nil(),
             outcome,
             compute_ms: 2.0,
+            compute_span: None,
         }
     }
 

@@ -81,6 +81,7 @@ impl Served {
                         lease_token: task.lease_token,
                         output,
                         compute_ms: 0.1,
+                        compute_span: None,
                     }
                 })
                 .collect();

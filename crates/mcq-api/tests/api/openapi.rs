@@ -212,3 +212,44 @@ fn parameters_and_fields_carry_the_servers_bounds() {
         (1.into(), 1000.into())
     );
 }
+
+/// Each job view documents its phases exactly: every phase and the
+/// worker are always sent (required), `queued_at` as a date-time, the
+/// others as date-times or ids that are null where unknown.
+#[test]
+fn job_phases_are_documented() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    let timings = &schemas["JobTimings"];
+    let required = timings["required"].as_array().expect("required");
+    let nullable = serde_json::json!(["string", "null"]);
+    assert_eq!(timings["properties"]["queued_at"]["type"], "string");
+    for field in [
+        "queued_at",
+        "claimed_at",
+        "compute_started_at",
+        "compute_finished_at",
+        "recorded_at",
+    ] {
+        let schema = &timings["properties"][field];
+        assert_eq!(schema["format"], "date-time", "{field}: {schema}");
+        assert!(required.iter().any(|r| r == field), "{field}: {required:?}");
+        if field != "queued_at" {
+            assert_eq!(schema["type"], nullable, "{field}: {schema}");
+        }
+    }
+    let view = &schemas["JobView"];
+    let worker = &view["properties"]["worker_id"];
+    assert_eq!(
+        (&worker["format"], &worker["type"]),
+        (&"uuid".into(), &nullable),
+        "{worker}"
+    );
+    assert!(
+        view["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .any(|r| r == "worker_id")
+    );
+}

@@ -39,6 +39,7 @@ async fn work_off(store: &Store) {
                     lease_token: task.lease_token,
                     output,
                     compute_ms: 1.0,
+                    compute_span: None,
                 }
             })
             .collect();

@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use chrono::{DateTime, Utc};
 use sqlx::Row as _;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
@@ -20,14 +21,15 @@ use crate::types::{CompletedAndClaimed, TaskDone, TaskOutput};
 /// Records finished tasks: accepted ids come back as `accepted` rows, held
 /// tasks of split jobs that this call finishes as rows with `held` set.
 const COMPLETE: &str = "SELECT accepted, job_id, held, spec, compute_ms, partials \
-                        FROM mcq_complete($1, $2, $3, $4, $5, $6, $7, $8)";
+                        FROM mcq_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 /// Completion of tasks that bring their job's result, then a claim, in one
 /// transaction (functions/mcq_complete_and_claim.sql). Accepted completions
 /// come back as rows with `accepted` set, followed by the claim's rows.
 const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
                                   chunk_start, chunk_end, spec \
-                                  FROM mcq_complete_and_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+                                  FROM mcq_complete_and_claim($1, $2, $3, $4, $5, $6, $7, $8, \
+                                  $9, $10, $11)";
 
 impl PgQueue {
     /// Fenced completion of any mix of whole-job and split tasks; a job's
@@ -73,6 +75,8 @@ impl PgQueue {
             .bind(&input.ids)
             .bind(&input.tokens)
             .bind(&input.ms)
+            .bind(&input.started)
+            .bind(&input.finished)
             .bind(&input.results)
             .bind(&input.prices)
             .bind(FINISHED_CHANNEL)
@@ -106,6 +110,8 @@ impl PgQueue {
             .bind(&input.ids)
             .bind(&input.tokens)
             .bind(&input.ms)
+            .bind(&input.started)
+            .bind(&input.finished)
             .bind(&input.results)
             .bind(&input.prices)
             .bind(&input.partials)
@@ -148,6 +154,7 @@ fn finished_task(row: &PgRow, done: &[TaskDone]) -> Result<TaskDone, StoreError>
         lease_token: task.lease_token,
         output: TaskOutput::Result(result),
         compute_ms: task.compute_ms,
+        compute_span: task.compute_span,
     })
 }
 
@@ -165,6 +172,8 @@ struct Input {
     ids: Vec<i64>,
     tokens: Vec<Uuid>,
     ms: Vec<f64>,
+    started: Vec<Option<DateTime<Utc>>>,
+    finished: Vec<Option<DateTime<Utc>>>,
     results: Vec<Option<String>>,
     prices: Vec<Option<f64>>,
     partials: Option<Vec<Option<String>>>,
@@ -180,6 +189,8 @@ impl Input {
             ids: Vec::with_capacity(n),
             tokens: Vec::with_capacity(n),
             ms: Vec::with_capacity(n),
+            started: Vec::with_capacity(n),
+            finished: Vec::with_capacity(n),
             results: Vec::with_capacity(n),
             prices: Vec::with_capacity(n),
             partials: None,
@@ -189,6 +200,8 @@ impl Input {
             input.ids.push(d.task_id);
             input.tokens.push(d.lease_token);
             input.ms.push(d.compute_ms);
+            input.started.push(d.compute_span.map(|s| s.started_at));
+            input.finished.push(d.compute_span.map(|s| s.finished_at));
             match &d.output {
                 TaskOutput::Result(result) => {
                     input.results.push(Some(plan::result_json(result)?));

@@ -9,10 +9,11 @@ use uuid::Uuid;
 
 use super::PgQueue;
 use crate::access::Scope;
+use crate::phases::Phases;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{
-    BatchGrid, BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts,
+    BatchGrid, BatchTimings, BatchView, JobState, JobTimings, JobView, PriceStats, StateCounts,
 };
 
 /// Columns of a job view, for [`JOB_FROM`]: the job, its result, its
@@ -22,7 +23,8 @@ const JOB_COLUMNS: &str =
     "j.id, j.batch_id, j.state, j.spec::text AS spec, r.result::text AS result, j.error,
     j.attempts, j.tasks_done, j.compute_ms, j.submitted_at, j.started_at, j.finished_at,
     j.position, j.task_count, (SELECT b.sweep FROM batches b WHERE b.id = j.batch_id) AS sweep,
-    ta.max_attempt, ta.sum_attempts";
+    ta.max_attempt, ta.sum_attempts, j.claimed_at, j.compute_started_at, j.compute_finished_at,
+    j.worker_id";
 
 /// The tables behind [`JOB_COLUMNS`].
 const JOB_FROM: &str = "jobs j LEFT JOIN results r ON r.job_id = j.id
@@ -37,7 +39,7 @@ const JOB_FROM: &str = "jobs j LEFT JOIN results r ON r.job_id = j.id
 const STAGED_COLUMNS: &str = "u.id, st.batch_id, 'queued'::text, u.spec, NULL::text, NULL::text,
     0, 0, 0::float8, st.submitted_at, NULL::timestamptz, NULL::timestamptz,
     st.first + u.o::integer - 1, 1, (SELECT b.sweep FROM batches b WHERE b.id = st.batch_id),
-    0::int8, 0::int8";
+    0::int8, 0::int8, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::uuid";
 
 /// Staged jobs with their position, for `WHERE` clauses to narrow.
 const STAGED_FROM: &str = "staged st, unnest(st.ids, st.specs) WITH ORDINALITY AS u(id, spec, o)";
@@ -239,24 +241,39 @@ fn job_view(row: &PgRow, grid: Option<Option<&BatchGrid>>) -> Result<JobView, St
     let started_at: Option<DateTime<Utc>> = row.try_get("started_at")?;
     let tasks_done: i32 = row.try_get("tasks_done")?;
     let result: Option<String> = row.try_get("result")?;
+    let state = plan::parse_state(row.try_get("state")?)?;
+    let finished_at: Option<DateTime<Utc>> = row.try_get("finished_at")?;
+    let phases = Phases {
+        claimed_at: row.try_get("claimed_at")?,
+        compute_started_at: row.try_get("compute_started_at")?,
+        compute_finished_at: row.try_get("compute_finished_at")?,
+        worker_id: row.try_get("worker_id")?,
+    }
+    .of_state(state);
     Ok(JobView {
         id: row.try_get("id")?,
         batch_id: row.try_get("batch_id")?,
-        state: plan::parse_state(row.try_get("state")?)?,
+        state,
         spec: plan::parse_spec(row.try_get("spec")?)?,
         result: result.as_deref().map(plan::parse_result).transpose()?,
         error: row.try_get("error")?,
         point: grid.map(|g| g.point_at(position)),
         attempts,
         tasks,
+        worker_id: phases.worker_id,
         timings: JobTimings {
             submitted_at,
             started_at,
-            finished_at: row.try_get("finished_at")?,
+            finished_at,
             queue_wait_ms: started_at.map(|s| ms_between(submitted_at, s)),
             compute_ms: (tasks_done > 0)
                 .then(|| row.try_get("compute_ms"))
                 .transpose()?,
+            queued_at: submitted_at,
+            claimed_at: phases.claimed_at,
+            compute_started_at: phases.compute_started_at,
+            compute_finished_at: phases.compute_finished_at,
+            recorded_at: finished_at.filter(|_| state == JobState::Succeeded),
         },
     })
 }

@@ -10,14 +10,64 @@ use sqlx::{Row as _, Sqlite, Transaction};
 use uuid::Uuid;
 
 use super::tasks::{ROWS_PER_STATEMENT, placeholders, values_table};
-use super::{SqliteQueue, now_us};
+use super::{SqliteQueue, now_us, time};
+use crate::phases;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{TaskDone, TaskOutput};
 
-/// Per job of the accepted tasks: how many, their kernel time, and the
-/// output of one of them (the job's only task, when it has one).
-type PerJob<'a> = BTreeMap<Uuid, (i64, f64, Option<&'a TaskOutput>)>;
+/// Per job of the accepted tasks.
+type PerJob<'a> = BTreeMap<Uuid, Accepted<'a>>;
+
+/// What the accepted tasks of one job bring to it.
+#[derive(Debug, Default)]
+struct Accepted<'a> {
+    /// How many.
+    tasks: i64,
+    /// Their kernel time.
+    compute_ms: f64,
+    /// The output of one of them (the job's only task, when it has one).
+    output: Option<&'a TaskOutput>,
+    /// Their earliest claim, compute start and latest compute finish, in
+    /// microseconds (see `crate::phases`).
+    claimed_at: Option<i64>,
+    compute_started_at: Option<i64>,
+    compute_finished_at: Option<i64>,
+}
+
+impl<'a> Accepted<'a> {
+    /// Counts task `task`, claimed at `claimed_at`, recorded `now`.
+    fn add(
+        &mut self,
+        task: &'a TaskDone,
+        claimed_at: Option<i64>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.tasks += 1;
+        self.compute_ms += task.compute_ms;
+        self.output = Some(&task.output);
+        self.claimed_at = earliest(self.claimed_at, claimed_at);
+        if let Some(span) = task.compute_span {
+            let span = phases::clamp(span, claimed_at.map(time).transpose()?, time(now)?);
+            self.compute_started_at = earliest(
+                self.compute_started_at,
+                Some(span.started_at.timestamp_micros()),
+            );
+            self.compute_finished_at = self
+                .compute_finished_at
+                .max(Some(span.finished_at.timestamp_micros()));
+        }
+        Ok(())
+    }
+}
+
+/// The earlier of two times, either of which may be unknown.
+fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 
 /// A job whose last task was just accepted: id, task count, kernel time,
 /// stored spec, and the output of the task that finished it.
@@ -42,14 +92,14 @@ impl SqliteQueue {
         let accepted = accept_tasks(&mut tx, &done, now).await?;
         let mut per_job: PerJob = BTreeMap::new();
         for task in &done {
-            if let Some(job_id) = accepted.get(&task.task_id) {
-                let entry = per_job.entry(*job_id).or_insert((0, 0.0, None));
-                entry.0 += 1;
-                entry.1 += task.compute_ms;
-                entry.2 = Some(&task.output);
+            if let Some(&(job_id, claimed_at)) = accepted.get(&task.task_id) {
+                per_job
+                    .entry(job_id)
+                    .or_default()
+                    .add(task, claimed_at, now)?;
             }
         }
-        let finished = bump_jobs(&mut tx, &per_job).await?;
+        let finished = bump_jobs(&mut tx, worker, &per_job).await?;
         let mut results = Vec::with_capacity(finished.len());
         for job in &finished {
             let result = job_result(&mut tx, job).await?;
@@ -81,12 +131,12 @@ impl SqliteQueue {
 
 /// The fenced task transitions: each presented task still `running` under
 /// its token succeeds, keeping its partial. Returns the accepted tasks'
-/// jobs by task id.
+/// jobs and claim times by task id.
 async fn accept_tasks(
     tx: &mut Transaction<'static, Sqlite>,
     done: &[TaskDone],
     now: i64,
-) -> Result<HashMap<i64, Uuid>, StoreError> {
+) -> Result<HashMap<i64, (Uuid, Option<i64>)>, StoreError> {
     let mut accepted = HashMap::with_capacity(done.len());
     for chunk in done.chunks(ROWS_PER_STATEMENT) {
         let sql = format!(
@@ -94,7 +144,7 @@ async fn accept_tasks(
                  finished_at = ?1, lease_token = NULL, lease_expires_at = NULL
              FROM {}
              WHERE tasks.id = i.id AND tasks.lease_token = i.token AND tasks.state = 'running'
-             RETURNING tasks.id, tasks.job_id",
+             RETURNING tasks.id, tasks.job_id, tasks.claimed_at",
             values_table(2, chunk.len(), &["id", "token", "partial", "ms"])
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
@@ -110,35 +160,59 @@ async fn accept_tasks(
                 .bind(task.compute_ms);
         }
         for row in query.fetch_all(&mut **tx).await? {
-            accepted.insert(row.try_get("id")?, row.try_get("job_id")?);
+            accepted.insert(
+                row.try_get("id")?,
+                (row.try_get("job_id")?, row.try_get("claimed_at")?),
+            );
         }
     }
     Ok(accepted)
 }
 
-/// Bumps each job's task counter and kernel time; returns the jobs whose
-/// last task this was.
+/// Bumps each job's task counter and kernel time and widens its phases
+/// (the earliest claim and compute start, the latest compute finish, the
+/// worker of the latest completion); returns the jobs whose last task this
+/// was.
 async fn bump_jobs<'a>(
     tx: &mut Transaction<'static, Sqlite>,
+    worker: Uuid,
     per_job: &PerJob<'a>,
 ) -> Result<Vec<Finished<'a>>, StoreError> {
     let per_job: Vec<_> = per_job.iter().collect();
     let mut finished = Vec::new();
     for chunk in per_job.chunks(ROWS_PER_STATEMENT) {
+        // SQLite's min() and max() of several arguments are NULL when any
+        // is: the coalesces make an unknown side give way to the other.
         let sql = format!(
-            "UPDATE jobs SET tasks_done = tasks_done + i.n, compute_ms = compute_ms + i.ms
+            "UPDATE jobs SET tasks_done = tasks_done + i.n, compute_ms = compute_ms + i.ms,
+                 claimed_at = min(coalesce(claimed_at, i.claimed), coalesce(i.claimed, claimed_at)),
+                 compute_started_at = min(coalesce(compute_started_at, i.started),
+                                          coalesce(i.started, compute_started_at)),
+                 compute_finished_at = max(coalesce(compute_finished_at, i.finished),
+                                           coalesce(i.finished, compute_finished_at)),
+                 worker_id = ?1
              FROM {}
              WHERE jobs.id = i.id
              RETURNING jobs.id, jobs.task_count, jobs.compute_ms,
                  CASE WHEN jobs.tasks_done >= jobs.task_count THEN jobs.spec END AS spec",
-            values_table(1, chunk.len(), &["id", "n", "ms"])
+            values_table(
+                2,
+                chunk.len(),
+                &["id", "n", "ms", "claimed", "started", "finished"]
+            )
         );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (job_id, (n, ms, _)) in chunk {
-            query = query.bind(job_id).bind(n).bind(ms);
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(worker);
+        for (job_id, a) in chunk {
+            query = query
+                .bind(job_id)
+                .bind(a.tasks)
+                .bind(a.compute_ms)
+                .bind(a.claimed_at)
+                .bind(a.compute_started_at)
+                .bind(a.compute_finished_at);
         }
         let outputs: HashMap<Uuid, Option<&TaskOutput>> =
-            chunk.iter().map(|(id, (_, _, out))| (**id, *out)).collect();
+            chunk.iter().map(|(id, a)| (**id, a.output)).collect();
         for row in query.fetch_all(&mut **tx).await? {
             let Some(spec) = row.try_get::<Option<String>, _>("spec")? else {
                 continue;

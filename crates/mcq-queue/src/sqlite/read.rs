@@ -7,10 +7,11 @@ use uuid::Uuid;
 
 use super::{SqliteQueue, time};
 use crate::access::Scope;
+use crate::phases::Phases;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{
-    BatchGrid, BatchTimings, BatchView, JobTimings, JobView, PriceStats, StateCounts,
+    BatchGrid, BatchTimings, BatchView, JobState, JobTimings, JobView, PriceStats, StateCounts,
 };
 
 /// Columns of a job view, for [`JOB_FROM`]: the job, its result, its
@@ -21,7 +22,8 @@ const JOB_COLUMNS: &str =
     j.compute_ms, j.submitted_at, j.started_at, j.finished_at, j.position, j.task_count,
     (SELECT b.sweep FROM batches b WHERE b.id = j.batch_id) AS sweep,
     (SELECT coalesce(max(t.attempt), 0) FROM tasks t WHERE t.job_id = j.id) AS max_attempt,
-    (SELECT coalesce(sum(t.attempt), 0) FROM tasks t WHERE t.job_id = j.id) AS sum_attempts";
+    (SELECT coalesce(sum(t.attempt), 0) FROM tasks t WHERE t.job_id = j.id) AS sum_attempts,
+    j.claimed_at, j.compute_started_at, j.compute_finished_at, j.worker_id";
 
 /// The tables behind [`JOB_COLUMNS`].
 const JOB_FROM: &str = "jobs j LEFT JOIN results r ON r.job_id = j.id";
@@ -202,22 +204,41 @@ fn job_view(row: &SqliteRow, grid: Option<Option<&BatchGrid>>) -> Result<JobView
     let tasks_done: i64 = row.try_get("tasks_done")?;
     let compute_ms: f64 = row.try_get("compute_ms")?;
     let result: Option<String> = row.try_get("result")?;
+    let state = plan::parse_state(row.try_get("state")?)?;
+    let finished_at = finished_us.map(time).transpose()?;
+    let at = |column: &str| -> Result<_, StoreError> {
+        row.try_get::<Option<i64>, _>(column)?.map(time).transpose()
+    };
+    let phases = Phases {
+        claimed_at: at("claimed_at")?,
+        compute_started_at: at("compute_started_at")?,
+        compute_finished_at: at("compute_finished_at")?,
+        worker_id: row.try_get("worker_id")?,
+    }
+    .of_state(state);
+    let submitted_at = time(submitted_us)?;
     Ok(JobView {
         id: row.try_get("id")?,
         batch_id: row.try_get("batch_id")?,
-        state: plan::parse_state(row.try_get("state")?)?,
+        state,
         spec: plan::parse_spec(row.try_get("spec")?)?,
         result: result.as_deref().map(plan::parse_result).transpose()?,
         error: row.try_get("error")?,
         point: grid.map(|g| g.point_at(position)),
         attempts,
         tasks,
+        worker_id: phases.worker_id,
         timings: JobTimings {
-            submitted_at: time(submitted_us)?,
+            submitted_at,
             started_at: started_us.map(time).transpose()?,
-            finished_at: finished_us.map(time).transpose()?,
+            finished_at,
             queue_wait_ms: started_us.map(|s| (s - submitted_us) as f64 / 1e3),
             compute_ms: (tasks_done > 0).then_some(compute_ms),
+            queued_at: submitted_at,
+            claimed_at: phases.claimed_at,
+            compute_started_at: phases.compute_started_at,
+            compute_finished_at: phases.compute_finished_at,
+            recorded_at: finished_at.filter(|_| state == JobState::Succeeded),
         },
     })
 }

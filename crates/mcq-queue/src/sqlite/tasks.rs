@@ -33,18 +33,19 @@ WITH RECURSIVE q(t) AS (
 SELECT t FROM q WHERE t IS NOT NULL";
 
 /// Up to `?4` due queued tasks of tenant `?5`, by priority then in order
-/// (expired leases are requeued by `reap`).
+/// (expired leases are requeued by `reap`), each keeping the time of its
+/// claim for its completion to copy into its job.
 const CLAIM: &str = "
 UPDATE tasks
 SET state = 'running', attempt = attempt + 1, lease_token = randomblob(16),
-    lease_expires_at = ?1 + ?2, worker_id = ?3
+    lease_expires_at = ?1 + ?2, worker_id = ?3, claimed_at = ?1
 WHERE id IN (
     SELECT id FROM tasks
     WHERE state = 'queued' AND tenant_id = ?5 AND run_at <= ?1
     ORDER BY priority DESC, run_at, id LIMIT ?4)
 RETURNING id, job_id, lease_token, attempt, chunk_start, chunk_end";
 
-/// Rows per multi-row statement: at most four parameters a row keeps a
+/// Rows per multi-row statement: at most six parameters a row keeps a
 /// statement far below SQLite's limit of 32,766 parameters.
 pub(super) const ROWS_PER_STATEMENT: usize = 250;
 

@@ -19,9 +19,9 @@ use uuid::Uuid;
 use crate::harness::{Db, batch, submit, worker};
 
 /// `mcq_complete` for tasks that bring results (no partials), as the store
-/// calls it; the accepted task ids.
-const COMPLETE: &str =
-    "SELECT accepted FROM mcq_complete($1, $2, $3, $4, $5, $6, NULL, 'mcq_test')";
+/// calls it, compute times included; the accepted task ids.
+const COMPLETE: &str = "SELECT accepted FROM mcq_complete($1, $2, $3, $4, $5, $6, $7, $8, NULL, \
+                        'mcq_test')";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
@@ -148,6 +148,8 @@ async fn completion_reads_through_indexes_on_stale_statistics() {
         .bind(claimed.iter().map(|t| t.task_id).collect::<Vec<_>>())
         .bind(claimed.iter().map(|t| t.lease_token).collect::<Vec<_>>())
         .bind(vec![0.5_f64; claimed.len()])
+        .bind(vec![chrono::Utc::now(); claimed.len()])
+        .bind(vec![chrono::Utc::now(); claimed.len()])
         .bind(vec![r#"{"price": 1.0}"#.to_owned(); claimed.len()])
         .bind(vec![1.0_f64; claimed.len()])
         .fetch_all(&mut *tx)
@@ -172,14 +174,17 @@ async fn completion_reads_through_indexes_on_stale_statistics() {
     );
 
     // Both functions plan once per session: with custom plans the claim was
-    // planned on every call, which cost more than running it.
+    // planned on every call, which cost more than running it. (The older
+    // signature of the completion is an SQL wrapper around this one.)
     for function in ["mcq_claim", "mcq_complete"] {
-        let settings: Vec<String> =
-            sqlx::query_scalar("SELECT proconfig FROM pg_proc WHERE proname = $1")
-                .bind(function)
-                .fetch_one(&pool)
-                .await
-                .expect("function exists");
+        let settings: Vec<String> = sqlx::query_scalar(
+            "SELECT p.proconfig FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+             WHERE p.proname = $1 AND l.lanname = 'plpgsql'",
+        )
+        .bind(function)
+        .fetch_one(&pool)
+        .await
+        .expect("function exists");
         assert!(
             settings
                 .iter()
@@ -227,6 +232,8 @@ async fn only_the_claim_commits_asynchronously() {
         .bind(vec![task])
         .bind(vec![token])
         .bind(vec![0.5_f64])
+        .bind(vec![chrono::Utc::now()])
+        .bind(vec![chrono::Utc::now()])
         .bind(vec![r#"{"price": 1.0}"#.to_owned()])
         .bind(vec![1.0_f64])
         .fetch_all(&mut *tx)
@@ -328,12 +335,14 @@ async fn a_completion_sent_with_a_claim_waits_for_the_disk() {
         let n = ids.len();
         let rows = sqlx::query(
             "SELECT accepted, id, lease_token FROM mcq_complete_and_claim(\
-             $1, $2, $3, $4, $5, $6, 'mcq_test', 1, 30)",
+             $1, $2, $3, $4, $5, $6, $7, $8, 'mcq_test', 1, 30)",
         )
         .bind(me)
         .bind(&ids)
         .bind(tokens)
         .bind(vec![0.5_f64; n])
+        .bind(vec![chrono::Utc::now(); n])
+        .bind(vec![chrono::Utc::now(); n])
         .bind(vec![r#"{"price": 1.0}"#.to_owned(); n])
         .bind(vec![1.0_f64; n])
         .fetch_all(&mut *tx)

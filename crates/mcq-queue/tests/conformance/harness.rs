@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use mcq_kernel::{Spec, ValidSpec, VarianceReduction};
 use mcq_queue::{
-    ClaimedTask, QueueConfig, Store, Submission, Submitted, TaskDone, TaskOutput, WorkerInfo,
+    ClaimedTask, ComputeSpan, QueueConfig, Store, Submission, Submitted, TaskDone, TaskOutput,
+    WorkerInfo,
 };
 use uuid::Uuid;
 
@@ -132,8 +133,9 @@ pub(crate) async fn worker(store: &Store) -> Uuid {
     store.register_worker(info).await.expect("register")
 }
 
-/// Runs the kernel on a claimed task the way a worker would.
+/// Runs the kernel on a claimed task the way a worker would, timing it.
 pub(crate) fn compute(task: &ClaimedTask) -> TaskDone {
+    let (started, clock) = (std::time::SystemTime::now(), std::time::Instant::now());
     let valid = task.spec.validate().expect("claimed spec is valid");
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let output = match &task.chunks {
@@ -149,7 +151,28 @@ pub(crate) fn compute(task: &ClaimedTask) -> TaskDone {
         lease_token: task.lease_token,
         output,
         compute_ms: 0.25,
+        compute_span: Some(ComputeSpan::measured(started, clock.elapsed())),
     }
+}
+
+/// What a worker sends for a task that covers its whole job: the job's
+/// result, not a partial (the completion a claim can carry in one call).
+pub(crate) fn whole(task: &ClaimedTask) -> TaskDone {
+    let mut done = compute(task);
+    if let TaskOutput::Partial(partial) = &done.output {
+        let valid = task.spec.validate().expect("claimed spec is valid");
+        let range = task
+            .chunks
+            .clone()
+            .expect("a partial comes from a chunk range");
+        assert_eq!(
+            (range.start, Some(range.end)),
+            (0, valid.chunk_count()),
+            "a small job is one task"
+        );
+        done.output = TaskOutput::Result(valid.finish(partial, done.compute_ms));
+    }
+    done
 }
 
 /// Claims until nothing is left, completing everything; returns the tasks claimed.

@@ -4,9 +4,9 @@ use mcq_queue::Scope;
 use std::time::Duration;
 
 use mcq_api_types::JobState;
-use mcq_queue::{ClaimedTask, QueueConfig, Reaped, TaskDone, TaskOutput};
+use mcq_queue::{QueueConfig, Reaped, TaskOutput};
 
-use crate::harness::{Db, batch, compute, done_by, quick, single, submit, worker};
+use crate::harness::{Db, batch, compute, done_by, quick, single, submit, whole, worker};
 
 pub(crate) async fn expired_lease_is_requeued_and_claimed_again(db: &Db) {
     let store = db.store(quick(300)).await;
@@ -482,26 +482,6 @@ pub(crate) async fn completion_sent_with_a_claim_is_fenced_and_recorded(db: &Db)
         assert_eq!(job.state, JobState::Succeeded);
     }
     assert_eq!(done_by(&store, me).await, (5, 5));
-}
-
-/// What a worker sends for a task that covers its whole job: the job's
-/// result, not a partial (the completion a claim can carry in one call).
-fn whole(task: &ClaimedTask) -> TaskDone {
-    let mut done = compute(task);
-    if let TaskOutput::Partial(partial) = &done.output {
-        let valid = task.spec.validate().expect("claimed spec is valid");
-        let range = task
-            .chunks
-            .clone()
-            .expect("a partial comes from a chunk range");
-        assert_eq!(
-            (range.start, Some(range.end)),
-            (0, valid.chunk_count()),
-            "a small job is one task"
-        );
-        done.output = TaskOutput::Result(valid.finish(partial, done.compute_ms));
-    }
-    done
 }
 
 /// The fleet takes turns to reap: an offer within the gap of the last reap

@@ -12,6 +12,7 @@ mod jobs;
 mod leases;
 mod lifecycle;
 mod overview;
+mod phases;
 mod races;
 mod reads;
 mod restart;
@@ -103,4 +104,9 @@ conformance! {
     overview::a_silent_worker_is_listed_as_lost,
     schema::schema_status_follows_the_migrations,
     races::cancels_race_completions_without_errors,
+    phases::a_single_job_records_its_phases_in_order,
+    phases::a_split_job_spans_its_tasks,
+    phases::a_retried_job_shows_the_attempt_that_succeeded,
+    phases::a_completion_without_compute_times_still_records,
+    phases::a_skewed_worker_clock_cannot_disorder_the_phases,
 }

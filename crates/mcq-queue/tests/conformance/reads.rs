@@ -45,6 +45,7 @@ pub(crate) async fn batch_aggregates_equal_recomputation(db: &Db) {
             lease_token: t.lease_token,
             output: TaskOutput::Result(result_with_price(p)),
             compute_ms: 2.5,
+            compute_span: None,
         })
         .collect();
     assert!(store.complete(w, done).await.expect("complete").is_empty());

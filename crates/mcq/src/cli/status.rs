@@ -145,6 +145,39 @@ pub(crate) fn print_job(job: &JobView) {
     if let Some(compute) = job.timings.compute_ms {
         println!("compute    {}", seconds(compute));
     }
+    if let Some(phases) = phases(job) {
+        println!("phases     {phases}");
+    }
+    if let Some(worker) = job.worker_id {
+        println!("worker     {worker}");
+    }
+}
+
+/// Where the time of a succeeded job's work went, when the server
+/// recorded every phase: queue wait, claim, compute, record.
+fn phases(job: &JobView) -> Option<String> {
+    let t = &job.timings;
+    let (claimed, started, finished, recorded) = (
+        t.claimed_at?,
+        t.compute_started_at?,
+        t.compute_finished_at?,
+        t.recorded_at?,
+    );
+    let [wait, claim, compute, record] = [
+        (t.queued_at, claimed),
+        (claimed, started),
+        (started, finished),
+        (finished, recorded),
+    ]
+    .map(|(from, to)| {
+        (to - from)
+            .num_microseconds()
+            .map_or(f64::NAN, |us| us as f64 / 1e3)
+    });
+    // In milliseconds: a claim or a record takes well under one.
+    Some(format!(
+        "queue wait {wait:.3} ms · claim {claim:.3} ms · compute {compute:.3} ms · record {record:.3} ms"
+    ))
 }
 
 /// A batch: counts, then the summary table of the original spreadsheet.

@@ -5,7 +5,9 @@
 -- without carry the spec of each job involved and, in `lease_token`, the
 -- job's batch (NULL for a single job), which the worker's log names with
 -- every event of the task: the columns of a function are its signature,
--- which a rollout cannot change under running workers.
+-- which a rollout cannot change under running workers. Each claimed task
+-- keeps the time of its claim (`claimed_at`) for its completion to copy
+-- into its job.
 --
 -- Fair share, work-conserving: the tenants with queued tasks or staged
 -- rows are found by a skip scan (one index probe per tenant). A first pass
@@ -120,7 +122,8 @@ IF cardinality(due) > 0 THEN
     WITH claimed AS (
         UPDATE tasks t
         SET state = 'running', attempt = t.attempt + 1, lease_token = gen_random_uuid(),
-            lease_expires_at = now() + make_interval(secs => p_lease_secs), worker_id = p_worker
+            lease_expires_at = now() + make_interval(secs => p_lease_secs), worker_id = p_worker,
+            claimed_at = now()
         WHERE t.id = ANY(due)
         RETURNING t.id, t.job_id, t.lease_token, t.attempt, t.chunk_start, t.chunk_end
     ), per_job AS (

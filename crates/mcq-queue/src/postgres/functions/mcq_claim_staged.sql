@@ -3,7 +3,8 @@
 -- running job and task rows under new leases. Each job comes back as two
 -- rows, its task's (with a task id) and its own (with its spec, and its
 -- batch in `lease_token` as `mcq_claim` says), so the caller counts the
--- jobs taken as half the rows.
+-- jobs taken as half the rows. The tasks are claimed as they are written
+-- (`claimed_at`).
 CREATE OR REPLACE FUNCTION mcq_claim_staged(p_worker uuid, p_tenant integer, p_max bigint,
                                             p_lease_secs double precision)
 RETURNS TABLE (id bigint, job_id uuid, lease_token uuid, attempt integer,
@@ -47,9 +48,9 @@ WITH j AS (
     RETURNING jobs.id, jobs.spec::text AS spec
 ), t AS (
     INSERT INTO tasks (job_id, chunk_start, chunk_end, state, attempt, lease_token,
-                       lease_expires_at, worker_id, tenant_id, priority)
+                       lease_expires_at, worker_id, tenant_id, priority, claimed_at)
     SELECT u.id, u.cs, u.ce, 'running', 1, gen_random_uuid(),
-           now() + make_interval(secs => p_lease_secs), p_worker, s.tenant_id, s.priority
+           now() + make_interval(secs => p_lease_secs), p_worker, s.tenant_id, s.priority, now()
     FROM unnest(s.ids[s.next + 1 : s.next + k], s.chunk_starts[s.next + 1 : s.next + k],
                 s.chunk_ends[s.next + 1 : s.next + k]) AS u(id, cs, ce)
     RETURNING tasks.id, tasks.job_id, tasks.lease_token, tasks.attempt, tasks.chunk_start,

@@ -25,12 +25,21 @@
 -- index order; each job has its only task deleted first); calls with
 -- partials lock every row they may change up front.
 --
+-- Phases (docs/state-machine.md): each accepted task brings when its
+-- compute started and finished on the worker (`p_started`, `p_finished`;
+-- NULL from a worker that does not say), clamped between its claim and
+-- this call so that a skewed worker clock cannot order them otherwise. Its
+-- job keeps the earliest claim and compute start and the latest compute
+-- finish of its accepted tasks, and the worker that finished it; the
+-- statements that count the tasks carry them, so phases cost no statement.
+--
 -- Rows: one per accepted task (`accepted`), then one per held task
 -- (`accepted` NULL). The finished batches (or unbatched jobs) are
 -- announced on `p_channel` as `key:count`, at commit. The plan is pinned as
 -- for `mcq_claim`: index access only, one generic plan per session, no JIT.
 CREATE FUNCTION mcq_complete(
     p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
+    p_started timestamptz[], p_finished timestamptz[],
     p_results text[], p_prices double precision[], p_partials text[], p_channel text)
 RETURNS TABLE (accepted bigint, job_id uuid, held bigint, spec text,
                compute_ms double precision, partials text[])
@@ -45,36 +54,49 @@ DECLARE
     r_ids bigint[] := p_ids;
     r_tokens uuid[] := p_tokens;
     r_ms double precision[] := p_ms;
+    r_started timestamptz[] := p_started;
+    r_finished timestamptz[] := p_finished;
     r_results text[] := p_results;
     r_prices double precision[] := p_prices;
     s_ids bigint[] := '{}';
     s_tokens uuid[] := '{}';
     s_ms double precision[] := '{}';
+    s_started timestamptz[] := '{}';
+    s_finished timestamptz[] := '{}';
     s_partials text[] := '{}';
     nr int := 0;
     ns int := 0;
     -- Accepted result tasks, and their inputs aligned to them.
     acc_ids bigint[];
     acc_jobs uuid[];
+    acc_claimed timestamptz[];
     n int := 0;
     k int := 1;
     jobs_in uuid[] := '{}';
     ms_in double precision[] := '{}';
     results_in text[] := '{}';
     prices_in double precision[] := '{}';
+    claimed_in timestamptz[] := '{}';
+    started_in timestamptz[] := '{}';
+    finished_in timestamptz[] := '{}';
     -- Accepted partial tasks, aligned the same way, and those held back.
     part_ids bigint[];
     part_jobs uuid[];
+    part_claimed timestamptz[];
     pa_ids bigint[] := '{}';
     pa_jobs uuid[] := '{}';
     pa_ms double precision[] := '{}';
     pa_partials text[] := '{}';
+    pa_claimed timestamptz[] := '{}';
+    pa_started timestamptz[] := '{}';
+    pa_finished timestamptz[] := '{}';
     held_ids bigint[] := '{}';
     counted int := 0;
     announced bigint;
 BEGIN
     IF p_partials IS NOT NULL THEN
         r_ids := '{}'; r_tokens := '{}'; r_ms := '{}'; r_results := '{}'; r_prices := '{}';
+        r_started := '{}'; r_finished := '{}';
         FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
             IF i > 1 AND p_ids[i] <= p_ids[i - 1] THEN
                 RAISE EXCEPTION 'mcq_complete: p_ids must be in ascending order';
@@ -84,6 +106,8 @@ BEGIN
                 r_ids[nr] := p_ids[i];
                 r_tokens[nr] := p_tokens[i];
                 r_ms[nr] := p_ms[i];
+                r_started[nr] := p_started[i];
+                r_finished[nr] := p_finished[i];
                 r_results[nr] := p_results[i];
                 r_prices[nr] := p_prices[i];
             ELSE
@@ -91,6 +115,8 @@ BEGIN
                 s_ids[ns] := p_ids[i];
                 s_tokens[ns] := p_tokens[i];
                 s_ms[ns] := p_ms[i];
+                s_started[ns] := p_started[i];
+                s_finished[ns] := p_finished[i];
                 s_partials[ns] := p_partials[i];
             END IF;
         END LOOP;
@@ -105,10 +131,11 @@ BEGIN
     WITH gone AS (
         DELETE FROM tasks t
         WHERE t.id = ANY(r_ids) AND t.lease_token = ANY(r_tokens) AND t.state = 'running'
-        RETURNING t.id, t.job_id
+        RETURNING t.id, t.job_id, t.claimed_at
     )
-    SELECT array_agg(g.id ORDER BY g.id), array_agg(g.job_id ORDER BY g.id)
-    INTO acc_ids, acc_jobs
+    SELECT array_agg(g.id ORDER BY g.id), array_agg(g.job_id ORDER BY g.id),
+           array_agg(g.claimed_at ORDER BY g.id)
+    INTO acc_ids, acc_jobs, acc_claimed
     FROM gone g;
     n := coalesce(cardinality(acc_ids), 0);
     IF n > 0 THEN
@@ -119,6 +146,11 @@ BEGIN
                 ms_in[k] := r_ms[i];
                 results_in[k] := r_results[i];
                 prices_in[k] := r_prices[i];
+                claimed_in[k] := acc_claimed[k];
+                started_in[k] := CASE WHEN r_started[i] IS NOT NULL
+                    THEN least(greatest(r_started[i], acc_claimed[k]), now()) END;
+                finished_in[k] := CASE WHEN r_finished[i] IS NOT NULL
+                    THEN least(greatest(r_finished[i], r_started[i], acc_claimed[k]), now()) END;
                 k := k + 1;
             END IF;
         END LOOP;
@@ -128,8 +160,9 @@ BEGIN
     END IF;
 
     IF ns > 0 THEN
-        SELECT array_agg(t.id ORDER BY t.id), array_agg(t.job_id ORDER BY t.id)
-        INTO part_ids, part_jobs
+        SELECT array_agg(t.id ORDER BY t.id), array_agg(t.job_id ORDER BY t.id),
+               array_agg(t.claimed_at ORDER BY t.id)
+        INTO part_ids, part_jobs, part_claimed
         FROM tasks t
         WHERE t.id = ANY(s_ids) AND t.lease_token = ANY(s_tokens) AND t.state = 'running';
         k := 1;
@@ -140,6 +173,11 @@ BEGIN
                 pa_jobs[k] := part_jobs[k];
                 pa_ms[k] := s_ms[i];
                 pa_partials[k] := s_partials[i];
+                pa_claimed[k] := part_claimed[k];
+                pa_started[k] := CASE WHEN s_started[i] IS NOT NULL
+                    THEN least(greatest(s_started[i], part_claimed[k]), now()) END;
+                pa_finished[k] := CASE WHEN s_finished[i] IS NOT NULL
+                    THEN least(greatest(s_finished[i], s_started[i], part_claimed[k]), now()) END;
                 k := k + 1;
             END IF;
         END LOOP;
@@ -161,9 +199,14 @@ BEGIN
         UPDATE tasks t SET partial = a.partial::json, compute_ms = a.ms
         FROM unnest(pa_ids, pa_ms, pa_partials) AS a(id, ms, partial)
         WHERE t.id = a.id AND t.id = ANY(held_ids);
-        UPDATE jobs j SET tasks_done = j.tasks_done + p.n, compute_ms = j.compute_ms + p.ms
-        FROM (SELECT a.job_id, count(*)::int AS n, sum(a.ms) AS ms
-              FROM unnest(pa_ids, pa_jobs, pa_ms) AS a(id, job_id, ms)
+        UPDATE jobs j SET tasks_done = j.tasks_done + p.n, compute_ms = j.compute_ms + p.ms,
+            claimed_at = least(j.claimed_at, p.claimed),
+            compute_started_at = least(j.compute_started_at, p.started),
+            compute_finished_at = greatest(j.compute_finished_at, p.finished)
+        FROM (SELECT a.job_id, count(*)::int AS n, sum(a.ms) AS ms, min(a.claimed) AS claimed,
+                     min(a.started) AS started, max(a.finished) AS finished
+              FROM unnest(pa_ids, pa_jobs, pa_ms, pa_claimed, pa_started, pa_finished)
+                   AS a(id, job_id, ms, claimed, started, finished)
               WHERE a.id <> ALL(held_ids)
               GROUP BY a.job_id) p
         WHERE j.id = p.job_id;
@@ -174,14 +217,19 @@ BEGIN
         RETURN;
     END IF;
     WITH input AS (
-        SELECT * FROM unnest(jobs_in, ms_in, results_in, prices_in) AS i(id, ms, result, price)
+        SELECT * FROM unnest(jobs_in, ms_in, results_in, prices_in, claimed_in, started_in,
+                             finished_in) AS i(id, ms, result, price, claimed, started, finished)
         ORDER BY i.id
     ), bumped AS (
         UPDATE jobs j
         SET tasks_done = j.tasks_done + 1, compute_ms = j.compute_ms + i.ms,
             state = CASE WHEN j.state IN ('queued', 'running') THEN 'succeeded' ELSE j.state END,
             finished_at = CASE WHEN j.state IN ('queued', 'running') THEN now() ELSE j.finished_at END,
-            price = CASE WHEN j.state IN ('queued', 'running') THEN i.price ELSE j.price END
+            price = CASE WHEN j.state IN ('queued', 'running') THEN i.price ELSE j.price END,
+            claimed_at = least(j.claimed_at, i.claimed),
+            compute_started_at = least(j.compute_started_at, i.started),
+            compute_finished_at = greatest(j.compute_finished_at, i.finished),
+            worker_id = p_worker
         FROM input i
         WHERE j.id = i.id
         RETURNING j.id, j.state, i.result, coalesce(j.batch_id, j.id) AS key
@@ -212,4 +260,17 @@ BEGIN
     FROM tasks t JOIN jobs j ON j.id = t.job_id
     WHERE t.id = ANY(held_ids);
 END
+$$;
+
+-- The completion as workers without phases call it: no compute times.
+-- Kept while such workers may run (migrations/README.md).
+CREATE OR REPLACE FUNCTION mcq_complete(
+    p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
+    p_results text[], p_prices double precision[], p_partials text[], p_channel text)
+RETURNS TABLE (accepted bigint, job_id uuid, held bigint, spec text,
+               compute_ms double precision, partials text[])
+LANGUAGE sql VOLATILE
+AS $$
+SELECT * FROM mcq_complete(p_worker, p_ids, p_tokens, p_ms, NULL::timestamptz[],
+                           NULL::timestamptz[], p_results, p_prices, p_partials, p_channel);
 $$;

@@ -15,6 +15,7 @@
 -- the claim's rows as `mcq_claim` returns them (`accepted` NULL).
 CREATE FUNCTION mcq_complete_and_claim(
     p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
+    p_started timestamptz[], p_finished timestamptz[],
     p_results text[], p_prices double precision[], p_channel text,
     p_max bigint, p_lease_secs double precision)
 RETURNS TABLE (accepted bigint, id bigint, job_id uuid, lease_token uuid, attempt integer,
@@ -27,11 +28,27 @@ BEGIN
     RETURN QUERY
     SELECT c.accepted, NULL::bigint, NULL::uuid, NULL::uuid, NULL::integer, NULL::bigint,
            NULL::bigint, NULL::text
-    FROM mcq_complete(p_worker, p_ids, p_tokens, p_ms, p_results, p_prices, NULL, p_channel) AS c;
+    FROM mcq_complete(p_worker, p_ids, p_tokens, p_ms, p_started, p_finished, p_results,
+                      p_prices, NULL, p_channel) AS c;
     RETURN QUERY
     SELECT NULL::bigint, c.id, c.job_id, c.lease_token, c.attempt, c.chunk_start, c.chunk_end,
            c.spec
     FROM mcq_claim(p_worker, p_max, p_lease_secs) AS c;
     PERFORM set_config('synchronous_commit', durability, true);
 END
+$$;
+
+-- The same as workers without phases call it: no compute times. Kept
+-- while such workers may run (migrations/README.md).
+CREATE OR REPLACE FUNCTION mcq_complete_and_claim(
+    p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
+    p_results text[], p_prices double precision[], p_channel text,
+    p_max bigint, p_lease_secs double precision)
+RETURNS TABLE (accepted bigint, id bigint, job_id uuid, lease_token uuid, attempt integer,
+               chunk_start bigint, chunk_end bigint, spec text)
+LANGUAGE sql VOLATILE
+AS $$
+SELECT * FROM mcq_complete_and_claim(p_worker, p_ids, p_tokens, p_ms, NULL::timestamptz[],
+                                     NULL::timestamptz[], p_results, p_prices, p_channel,
+                                     p_max, p_lease_secs);
 $$;
