@@ -81,6 +81,10 @@ try {
     await chartDrew(page, "#chart-histogram", "line.mark.exact", 1);
     await chartDrew(page, "#chart-intervals", "g.interval", 12);
     await chartDrew(page, "#chart-stream", "rect.phase", 12);
+    // Measured phases: a compute bar per job, and no note of estimates.
+    await chartDrew(page, "#chart-stream", "rect.ph-compute", 12);
+    const note = await page.eval("document.getElementById('stream-note').textContent");
+    check(note === "", `the task stream draws measured phases${note ? ` (but says: ${note})` : ""}`);
     await shot(page, `batch-${size.name}`);
 
     await page.goto(`${base}/#/batch/${second}`);

@@ -18,6 +18,10 @@ pub struct JobSummary {
     pub compute_ms: Option<Summary>,
     /// Finished − started − compute.
     pub dispatch_ms: Option<Summary>,
+    /// Compute started − claimed (measured phases).
+    pub claim_ms: Option<Summary>,
+    /// Recorded − compute finished (measured phases).
+    pub record_ms: Option<Summary>,
     /// Seen − finished.
     pub result_latency_ms: Option<Summary>,
     /// Seen − submitted.
@@ -222,6 +226,8 @@ fn level(
             queue_wait_ms: component(|j| j.queue_wait_ms),
             compute_ms: component(|j| j.compute_ms),
             dispatch_ms: component(|j| j.dispatch_ms),
+            claim_ms: component(|j| j.claim_ms),
+            record_ms: component(|j| j.record_ms),
             result_latency_ms: component(|j| j.result_latency_ms),
             end_to_end_ms: component(|j| j.end_to_end_ms),
         },

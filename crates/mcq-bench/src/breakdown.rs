@@ -2,7 +2,9 @@
 //! and the client's polls.
 //!
 //! A job's life is submitted → started → finished → seen. The server records
-//! the first three; "seen" is when the client learnt of the result, which we
+//! the first three, and the phases of the work that succeeded: queued
+//! (submitted) → claimed → compute started → compute finished → recorded
+//! (finished). "Seen" is when the client learnt of the result, which we
 //! reconstruct from the batch polls: each poll reports how many jobs had
 //! finished, so the k-th job to finish was seen by the first poll that
 //! counted at least k finished jobs and was answered after it finished.
@@ -31,6 +33,20 @@ pub struct ServerTimes {
     pub compute_ms: f64,
     /// The server's own `queue_wait_ms`, kept to check it against the timestamps.
     pub queue_wait_ms: Option<f64>,
+    /// The phases of the work that succeeded, when the server records them.
+    pub phases: Option<ServerPhases>,
+}
+
+/// The phases a server records for a succeeded job (`recorded` is its
+/// `finished_at`, `queued` its `submitted_at`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerPhases {
+    /// The claim of the work that succeeded.
+    pub claimed_at: DateTime<Utc>,
+    /// The worker started computing.
+    pub compute_started_at: DateTime<Utc>,
+    /// The worker finished computing.
+    pub compute_finished_at: DateTime<Utc>,
 }
 
 /// A job's life as offsets (ms) from the trial start, and its parts.
@@ -56,6 +72,48 @@ pub struct Breakdown {
     pub end_to_end_ms: f64,
     /// The queue wait the server reported (service only).
     pub server_queue_wait_ms: Option<f64>,
+    /// The measured phases, from the trial start.
+    pub phases: Phases,
+}
+
+/// Where a job's time went, measured: offsets (ms) from the trial start of
+/// the claim of the work that succeeded, the compute's start and finish,
+/// and the recording of the result. Locally the claim and the record are
+/// the compute's start and end: nothing stands between them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Phases {
+    /// Claimed.
+    pub claimed_ms: f64,
+    /// Compute started.
+    pub compute_started_ms: f64,
+    /// Compute finished.
+    pub compute_finished_ms: f64,
+    /// Result recorded.
+    pub recorded_ms: f64,
+    /// False when the server records no phases: the claim is then the first
+    /// claim, the compute is placed right after it for its kernel time, and
+    /// the record takes the rest until the finish (an assumed order).
+    pub measured: bool,
+}
+
+impl Phases {
+    /// Compute started − claimed: the claim's answer reaching the worker and
+    /// the task waiting there for a free slot.
+    pub fn claim_ms(&self) -> f64 {
+        self.compute_started_ms - self.claimed_ms
+    }
+
+    /// Compute finished − compute started: the compute's span (for a job of
+    /// several tasks, from the first start to the last finish).
+    pub fn compute_span_ms(&self) -> f64 {
+        self.compute_finished_ms - self.compute_started_ms
+    }
+
+    /// Recorded − compute finished: the completion waiting in the worker
+    /// for its batch and its round trip to the database.
+    pub fn record_ms(&self) -> f64 {
+        self.recorded_ms - self.compute_finished_ms
+    }
 }
 
 impl Breakdown {
@@ -99,6 +157,22 @@ pub fn break_down(origin: DateTime<Utc>, jobs: &[ServerTimes], polls: &[Poll]) -
             let started_ms = offset_ms(origin, job.started_at);
             let finished_ms = offset_ms(origin, job.finished_at);
             let seen_ms = offset_ms(origin, seen);
+            let phases = match job.phases {
+                Some(p) => Phases {
+                    claimed_ms: offset_ms(origin, p.claimed_at),
+                    compute_started_ms: offset_ms(origin, p.compute_started_at),
+                    compute_finished_ms: offset_ms(origin, p.compute_finished_at),
+                    recorded_ms: finished_ms,
+                    measured: true,
+                },
+                None => Phases {
+                    claimed_ms: started_ms,
+                    compute_started_ms: started_ms,
+                    compute_finished_ms: (started_ms + job.compute_ms).min(finished_ms),
+                    recorded_ms: finished_ms,
+                    measured: false,
+                },
+            };
             Breakdown {
                 submitted_ms,
                 started_ms,
@@ -110,6 +184,7 @@ pub fn break_down(origin: DateTime<Utc>, jobs: &[ServerTimes], polls: &[Poll]) -
                 result_latency_ms: seen_ms - finished_ms,
                 end_to_end_ms: seen_ms - submitted_ms,
                 server_queue_wait_ms: job.queue_wait_ms,
+                phases,
             }
         })
         .collect()
@@ -138,6 +213,11 @@ mod tests {
                 finished_at: at(t0, 9_000),
                 compute_ms: 7.0,
                 queue_wait_ms: Some(1.0),
+                phases: Some(ServerPhases {
+                    claimed_at: at(t0, 1_500),
+                    compute_started_at: at(t0, 1_700),
+                    compute_finished_at: at(t0, 8_700),
+                }),
             },
             // Finishes first.
             ServerTimes {
@@ -146,6 +226,7 @@ mod tests {
                 finished_at: at(t0, 4_000),
                 compute_ms: 2.5,
                 queue_wait_ms: Some(0.5),
+                phases: None,
             },
         ];
         let polls = [
@@ -174,6 +255,22 @@ mod tests {
         for p in &parts {
             assert!((p.parts_sum() - p.end_to_end_ms).abs() < 1e-9, "{p:?}");
         }
+        // Measured: the claim and the record are what the server says.
+        let close = |p: &Phases, want: [f64; 3]| {
+            let got = [p.claim_ms(), p.compute_span_ms(), p.record_ms()];
+            got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9)
+        };
+        let measured = parts[0].phases;
+        assert!(
+            measured.measured && close(&measured, [0.2, 7.0, 0.3]),
+            "{measured:?}"
+        );
+        // Not measured: the compute right after the first claim.
+        let assumed = parts[1].phases;
+        assert!(
+            !assumed.measured && close(&assumed, [0.0, 2.5, 0.5]),
+            "{assumed:?}"
+        );
     }
 
     #[test]
@@ -187,6 +284,7 @@ mod tests {
             finished_at: at(t0, 5_000),
             compute_ms: 4.0,
             queue_wait_ms: None,
+            phases: None,
         }];
         // The count says 1 already at 4 ms (another clock's rounding), but
         // the job had not finished then: the next poll is the one that saw it.

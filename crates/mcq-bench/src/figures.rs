@@ -172,6 +172,13 @@ mod tests {
                             result_latency_ms: 0.5,
                             end_to_end_ms: seen_ms - submitted_ms,
                             server_queue_wait_ms: None,
+                            claimed_ms: started_ms,
+                            compute_started_ms: started_ms + 0.1,
+                            compute_finished_ms: started_ms + 0.1 + compute,
+                            recorded_ms: finished_ms,
+                            claim_ms: 0.1,
+                            record_ms: 0.1,
+                            phases_measured: true,
                         });
                     }
                 }

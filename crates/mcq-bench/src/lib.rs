@@ -40,7 +40,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 pub use analysis::{JobSummary, LevelSummary, summarise};
-pub use breakdown::{Breakdown, Poll, ServerTimes, break_down};
+pub use breakdown::{Breakdown, Phases, Poll, ServerPhases, ServerTimes, break_down};
 pub use breakeven::{BreakEven, Crossing, CrossingKind, EFFICIENCY_MARK, SweepPoint};
 pub use cost::{CostModel, CostRow, CostSummary, parse_cloud_price, parse_price};
 pub use environment::Environment;

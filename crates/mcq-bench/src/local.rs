@@ -8,7 +8,7 @@ use anyhow::{Context, anyhow};
 use mcq_kernel::Spec;
 use rayon::prelude::*;
 
-use crate::breakdown::Breakdown;
+use crate::breakdown::{Breakdown, Phases};
 use crate::trial::{CallOutcome, TrialOutcome};
 
 /// Builds the rayon pool a local platform runs on.
@@ -61,6 +61,13 @@ pub(crate) fn run_trial(
                 result_latency_ms: 0.0,
                 end_to_end_ms: finished_ms,
                 server_queue_wait_ms: None,
+                phases: Phases {
+                    claimed_ms: started_ms,
+                    compute_started_ms: started_ms,
+                    compute_finished_ms: finished_ms,
+                    recorded_ms: finished_ms,
+                    measured: true,
+                },
             },
         })
     };

@@ -87,4 +87,22 @@ pub struct JobRecord {
     /// The queue wait the server reported, to check against the timestamps
     /// (empty locally).
     pub server_queue_wait_ms: Option<f64>,
+    /// The claim of the work that succeeded, from the trial start (locally
+    /// the start of the computation).
+    pub claimed_ms: f64,
+    /// The compute started on the worker, from the trial start.
+    pub compute_started_ms: f64,
+    /// The compute finished on the worker, from the trial start.
+    pub compute_finished_ms: f64,
+    /// The result recorded (`finished_ms`), from the trial start.
+    pub recorded_ms: f64,
+    /// Compute started − claimed: the claim's answer on its way and the
+    /// task waiting in the worker for a slot.
+    pub claim_ms: f64,
+    /// Recorded − compute finished: the completion waiting for its batch
+    /// and its round trip.
+    pub record_ms: f64,
+    /// True when the phases were measured; false when the server records
+    /// none, and the compute is assumed to follow the first claim.
+    pub phases_measured: bool,
 }

@@ -239,6 +239,13 @@ fn job_records(
                 result_latency_ms: b.result_latency_ms,
                 end_to_end_ms: b.end_to_end_ms,
                 server_queue_wait_ms: b.server_queue_wait_ms,
+                claimed_ms: b.phases.claimed_ms,
+                compute_started_ms: b.phases.compute_started_ms,
+                compute_finished_ms: b.phases.compute_finished_ms,
+                recorded_ms: b.phases.recorded_ms,
+                claim_ms: b.phases.claim_ms(),
+                record_ms: b.phases.record_ms(),
+                phases_measured: b.phases.measured,
             }
         })
         .collect()

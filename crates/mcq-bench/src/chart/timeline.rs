@@ -1,6 +1,6 @@
-//! Where a job's time goes: a timeline of every job of one trial (queue
-//! wait, compute, dispatch, result latency) and, below it, the mean of each
-//! part per platform.
+//! Where a job's time goes: a timeline of every job of one trial, drawn
+//! from its measured phases (queue wait, claim, compute, record, result
+//! latency), and, below it, the mean of each part per platform.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -11,9 +11,19 @@ use crate::record::JobRecord;
 use crate::stats::mean;
 
 const QUEUE: RGBColor = RGBColor(170, 170, 170);
+const CLAIM: RGBColor = RGBColor(255, 127, 14);
 const COMPUTE: RGBColor = RGBColor(31, 119, 180);
-const DISPATCH: RGBColor = RGBColor(255, 127, 14);
+const RECORD: RGBColor = RGBColor(148, 103, 189);
 const LATENCY: RGBColor = RGBColor(214, 39, 40);
+
+/// The parts, in the order of a job's life, with their legend names.
+const PARTS: [(RGBColor, &str); 5] = [
+    (QUEUE, "queue wait"),
+    (CLAIM, "claim"),
+    (COMPUTE, "compute"),
+    (RECORD, "record"),
+    (LATENCY, "result latency"),
+];
 
 /// The breakdown chart.
 #[derive(Debug)]
@@ -26,16 +36,16 @@ pub(crate) struct TimelineChart<'a> {
     pub warm_jobs: Vec<&'a JobRecord>,
 }
 
-/// The four parts of a job's time, with their chart colours.
-fn parts(job: &JobRecord) -> [(f64, f64, RGBColor); 4] {
-    let compute_end = job.started_ms + job.compute_ms;
+/// The five parts of a job's time, from its phases, in the order of
+/// [`PARTS`]: submitted → claimed → compute started → compute finished →
+/// recorded → seen.
+fn parts(job: &JobRecord) -> [(f64, f64); 5] {
     [
-        (job.submitted_ms, job.started_ms, QUEUE),
-        (job.started_ms, compute_end, COMPUTE),
-        // Dispatch is drawn after the compute only for lack of a finer
-        // record: the worker's claim and its result write straddle it.
-        (compute_end, job.finished_ms.max(compute_end), DISPATCH),
-        (job.finished_ms, job.seen_ms, LATENCY),
+        (job.submitted_ms, job.claimed_ms),
+        (job.claimed_ms, job.compute_started_ms),
+        (job.compute_started_ms, job.compute_finished_ms),
+        (job.compute_finished_ms, job.recorded_ms),
+        (job.recorded_ms, job.seen_ms),
     ]
 }
 
@@ -45,21 +55,30 @@ impl Chart for TimelineChart<'_> {
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
-        let root = &header(root, "Where a job's time goes", &self.trial_title)?;
+        let subtitle = if self
+            .trial_jobs
+            .iter()
+            .chain(&self.warm_jobs)
+            .all(|j| j.phases_measured)
+        {
+            self.trial_title.clone()
+        } else {
+            format!(
+                "{} · phases assumed: the server records none",
+                self.trial_title
+            )
+        };
+        let root = &header(root, "Where a job's time goes", &subtitle)?;
         let (width, _) = root.dim_in_pixel();
         let (plots, panel) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
         let (upper, lower) = plots.split_vertically(480);
         self.draw_timeline(&upper)?;
         self.draw_means(&lower)?;
-        legend(
-            &panel,
-            &[
-                (Swatch::Block(QUEUE), "queue wait".to_owned()),
-                (Swatch::Block(COMPUTE), "compute".to_owned()),
-                (Swatch::Block(DISPATCH), "dispatch".to_owned()),
-                (Swatch::Block(LATENCY), "result latency".to_owned()),
-            ],
-        )
+        let entries: Vec<(Swatch, String)> = PARTS
+            .iter()
+            .map(|(colour, name)| (Swatch::Block(*colour), (*name).to_owned()))
+            .collect();
+        legend(&panel, &entries)
     }
 }
 
@@ -102,8 +121,9 @@ impl TimelineChart<'_> {
             let y = i as f64;
             parts(job)
                 .into_iter()
-                .filter(|(from, to, _)| to > from)
-                .map(move |(from, to, c)| {
+                .zip(PARTS)
+                .filter(|((from, to), _)| to > from)
+                .map(move |((from, to), (c, _))| {
                     Rectangle::new([(from, y - 0.4), (to, y + 0.4)], c.filled())
                 })
         });
@@ -112,7 +132,7 @@ impl TimelineChart<'_> {
     }
 
     fn draw_means<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
-        let rows: Vec<(Platform, [f64; 4])> = Platform::ALL
+        let rows: Vec<(Platform, [f64; 5])> = Platform::ALL
             .into_iter()
             .filter_map(|p| {
                 let jobs: Vec<&&JobRecord> =
@@ -120,18 +140,19 @@ impl TimelineChart<'_> {
                 if jobs.is_empty() {
                     return None;
                 }
-                let avg = |f: fn(&JobRecord) -> f64| {
-                    mean(&jobs.iter().map(|j| f(j)).collect::<Vec<_>>()).max(0.0)
+                let avg = |part: usize| {
+                    mean(
+                        &jobs
+                            .iter()
+                            .map(|j| {
+                                let (from, to) = parts(j)[part];
+                                to - from
+                            })
+                            .collect::<Vec<_>>(),
+                    )
+                    .max(0.0)
                 };
-                Some((
-                    p,
-                    [
-                        avg(|j| j.queue_wait_ms),
-                        avg(|j| j.compute_ms),
-                        avg(|j| j.dispatch_ms),
-                        avg(|j| j.result_latency_ms),
-                    ],
-                ))
+                Some((p, [avg(0), avg(1), avg(2), avg(3), avg(4)]))
             })
             .collect();
         let right = headroom(
@@ -161,16 +182,15 @@ impl TimelineChart<'_> {
             .disable_y_mesh()
             .y_labels(rows.len().max(1) * 2 + 1)
             .y_label_formatter(&label)
-            .x_desc("ms per job (queue wait, compute, dispatch, result latency)")
+            .x_desc("ms per job (queue wait, claim, compute, record, result latency)")
             .label_style((FAMILY, 13))
             .axis_desc_style((FAMILY, 15))
             .draw()
             .map_err(fail("the mean bars"))?;
-        let colours = [QUEUE, COMPUTE, DISPATCH, LATENCY];
         let bars = rows.iter().enumerate().flat_map(|(i, (_, values))| {
             let y = i as f64;
             let mut left = 0.0;
-            values.iter().zip(colours).map(move |(v, c)| {
+            values.iter().zip(PARTS).map(move |(v, (c, _))| {
                 let rect = Rectangle::new([(left, y - 0.35), (left + v, y + 0.35)], c.filled());
                 left += v;
                 rect

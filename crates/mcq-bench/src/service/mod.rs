@@ -13,7 +13,7 @@ use mcq_client::{BatchAccepted, BatchRequest, BatchView, Client, JobState};
 use mcq_kernel::Spec;
 use uuid::Uuid;
 
-use crate::breakdown::{Poll, ServerTimes, break_down};
+use crate::breakdown::{Poll, ServerPhases, ServerTimes, break_down};
 use crate::trial::{CallOutcome, TrialOutcome};
 pub use process::Backend;
 use process::ServiceProcesses;
@@ -255,12 +255,25 @@ impl Service {
                         job.id
                     );
                 };
+                // A server that records no phases (or a worker that sends no
+                // compute times) leaves them out: the breakdown says so.
+                let phases = match (t.claimed_at, t.compute_started_at, t.compute_finished_at) {
+                    (Some(claimed_at), Some(compute_started_at), Some(compute_finished_at)) => {
+                        Some(ServerPhases {
+                            claimed_at,
+                            compute_started_at,
+                            compute_finished_at,
+                        })
+                    }
+                    _ => None,
+                };
                 times.push(ServerTimes {
                     submitted_at: t.submitted_at,
                     started_at,
                     finished_at,
                     compute_ms,
                     queue_wait_ms: t.queue_wait_ms,
+                    phases,
                 });
             }
             let parts = break_down(origin, &times, &polls);

@@ -212,6 +212,24 @@ fn compare_runs_end_to_end_and_writes_every_output() {
             "parts do not add up: {job:?}"
         );
         assert!((e2e - (seen - submitted)).abs() <= rounding, "{job:?}");
+        // The measured phases of the job, in order, from submission to the
+        // recorded result (all the server's timestamps, on one clock).
+        assert_eq!(job["phases_measured"], "true", "{job:?}");
+        let phases = [
+            "submitted_ms",
+            "claimed_ms",
+            "compute_started_ms",
+            "compute_finished_ms",
+            "recorded_ms",
+        ]
+        .map(|column| num(job, column));
+        assert!(phases.is_sorted(), "phases out of order: {job:?}");
+        assert_eq!(phases[4], finished, "recorded is the finish: {job:?}");
+        assert!(
+            (num(job, "claim_ms") - (phases[2] - phases[1])).abs() <= rounding
+                && (num(job, "record_ms") - (phases[4] - phases[3])).abs() <= rounding,
+            "{job:?}"
+        );
     }
     // Same seeds on every platform: the same prices. The contract is bit for
     // bit, but the worker's path currently differs from `ValidSpec::price`

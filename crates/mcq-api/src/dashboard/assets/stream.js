@@ -2,11 +2,14 @@
 // Where each job's time went, and the task stream: one bar per job on a
 // time axis, coloured by phase, grouped by the worker that ran it.
 //
-// Phases come from the job's recorded timestamps: queued → claimed (queue
-// wait), claimed → compute started (claim), compute → compute finished,
-// compute finished → recorded (record). A server that records only the
-// first claim and the finish gives the compute time as a duration: the
-// compute is then placed right after the claim and marked as estimated.
+// Phases come from the job's recorded timestamps (`timings`): queued →
+// claimed (queue wait), claimed → compute started (claim), compute started
+// → compute finished (compute), compute finished → recorded (record), for
+// the work that succeeded, and `worker_id` names the worker that finished
+// it. A failed job computed nothing that counts: its time after the first
+// claim is drawn as claim. Only where a succeeded job has no compute
+// timestamps (a server or worker of an older release) is the compute
+// placed right after the claim, from its duration, and marked estimated.
 
 mcq.stream = (function () {
   const { node, frame, ticks, scale, axes, label } = mcq.svg;
@@ -30,9 +33,13 @@ mcq.stream = (function () {
     let computeEnd = at(t.compute_finished_at);
     let estimated = false;
     if (computeStart === null || computeEnd === null) {
-      estimated = true;
-      computeStart = claimed;
-      computeEnd = Math.min(recorded, claimed + (t.compute_ms || 0));
+      if (job.state === "succeeded") {
+        estimated = true;
+        computeStart = claimed;
+        computeEnd = Math.min(recorded, claimed + (t.compute_ms || 0));
+      } else {
+        computeStart = computeEnd = recorded;
+      }
     }
     const worker = job.worker_id || t.worker_id || (job.worker && job.worker.id) || null;
     return {
@@ -86,7 +93,7 @@ mcq.stream = (function () {
     const narrow = (container.clientWidth || 600) < 520;
     const named = lanes.some((lane) => lane !== "");
     // A worker's group is named host:pid where known; on a phone, by the end of its id.
-    const laneName = (lane) => (narrow ? `…${String(lane).slice(-4)}` : (opts.names && opts.names[lane]) || `…${String(lane).slice(-8)}`);
+    const laneName = (lane) => (lane === "" ? "no worker" : narrow ? `…${String(lane).slice(-4)}` : (opts.names && opts.names[lane]) || `…${String(lane).slice(-8)}`);
     const leftPad = named ? Math.min(170, 18 + 6.5 * Math.max(...lanes.map((lane) => laneName(lane).length))) : 12;
     const { svg, width, height } = frame(container, Math.max(150, plotHeight + 60), "Task stream");
     const box = { left: leftPad, right: width - 12, top: 28, bottom: 28 + plotHeight };

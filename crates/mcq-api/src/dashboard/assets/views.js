@@ -167,7 +167,7 @@ mcq.views = {};
     const jobsBody = el("tbody");
     const jobsNote = el("p", { class: "muted small" });
     const showAllButton = el("button", { type: "button", hidden: true, onclick: () => { showAll = true; draw(); } });
-    const streamNote = el("p", { class: "muted small" });
+    const streamNote = el("p", { class: "muted small", id: "stream-note" });
     let showAll = false;
     main.replaceChildren(head, statsBox,
       el("div", { class: "grid2" },
