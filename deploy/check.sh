@@ -8,7 +8,10 @@
 #     strict: unknown fields are errors), the ScaledObject against KEDA's
 #     CRD schema kept in deploy/k8s/schemas/, and the settings that must
 #     agree across files (grace period > shutdown timeout, KEDA target =
-#     worker concurrency).
+#     worker concurrency);
+#   - deploy/grafana/mcq.json is JSON and deploy/prometheus/prometheus.yml
+#     is YAML (the metric names they use are checked against a real
+#     scrape by the workspace tests, tests/e2e/metrics.rs).
 # Installs its tools when missing (pip, apt); pass --no-install to only check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,4 +61,7 @@ kubernetes-validate --strict --quiet -k "$KUBERNETES_VERSION" "${manifests[@]}"
 
 echo "deploy-check: ScaledObject against the KEDA CRD schema; cross-file settings"
 python3 deploy/check_k8s.py deploy/k8s
+echo "deploy-check: Grafana dashboard and Prometheus scrape example parse"
+python3 -m json.tool deploy/grafana/mcq.json >/dev/null
+python3 -c 'import sys, yaml; yaml.safe_load(open(sys.argv[1]))' deploy/prometheus/prometheus.yml
 echo "deploy-check: ok"

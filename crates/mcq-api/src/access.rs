@@ -75,12 +75,12 @@ pub(crate) enum Needs {
 }
 
 /// The role a route needs: reads need `read`, writes `submit`, the
-/// workers and the queue's depth (every tenant's) `admin`; probes and the
-/// OpenAPI document need nothing.
+/// workers, the queue's depth and the metrics (every tenant's) `admin`;
+/// probes and the OpenAPI document need nothing.
 pub(crate) fn needs(method: &Method, route: &str) -> Needs {
     match route {
         "/healthz" | "/readyz" | "/openapi.json" => Needs::Nobody,
-        "/v1/workers" | "/v1/queue" => Needs::Role(Role::Admin),
+        "/v1/workers" | "/v1/queue" | "/metrics" => Needs::Role(Role::Admin),
         _ if method == Method::GET || method == Method::HEAD => Needs::Role(Role::Read),
         _ => Needs::Role(Role::Submit),
     }
@@ -375,6 +375,7 @@ mod tests {
             (Method::POST, "/v1/jobs", submit),
             (Method::POST, "/v1/batches/{id}/cancel", submit),
             (Method::GET, "/v1/workers", Needs::Role(Role::Admin)),
+            (Method::GET, "/metrics", Needs::Role(Role::Admin)),
         ] {
             assert_eq!(needs(&method, route), need, "{method} {route}");
         }

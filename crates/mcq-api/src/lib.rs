@@ -24,6 +24,7 @@ mod openapi;
 mod origin;
 mod overview;
 mod problem;
+mod prometheus;
 mod read;
 mod results;
 mod submit;
@@ -74,6 +75,9 @@ pub struct ApiConfig {
     /// Host names the server answers to (the `Host` header, without its
     /// port), against DNS rebinding; empty: any.
     pub allowed_hosts: Vec<String>,
+    /// Shortest time between two reads of the queue-wide gauges of
+    /// `/metrics` from the database (0: every scrape reads).
+    pub metrics_refresh: Duration,
 }
 
 impl Default for ApiConfig {
@@ -86,6 +90,7 @@ impl Default for ApiConfig {
             header_read_timeout: Duration::from_secs(10),
             open_without_keys: true,
             allowed_hosts: Vec::new(),
+            metrics_refresh: Duration::from_secs(5),
         }
     }
 }
@@ -130,12 +135,16 @@ pub fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
         (Method::GET, "/healthz", get(health::healthz)),
         (Method::GET, "/readyz", get(health::readyz)),
         (Method::GET, "/openapi.json", get(health::openapi_json)),
+        (Method::GET, "/metrics", get(prometheus::metrics)),
     ]
 }
 
 /// The whole service: routes, the dashboard, problem+json fallbacks,
 /// limits on the request head, API keys and roles, timeout, the refusal of
-/// cross-origin writes, and the access log.
+/// cross-origin writes, the access log and the HTTP metrics.
+///
+/// Installs mcq's metrics recorder as the process's global one unless it
+/// is installed already (see [`mcq_metrics::install`]).
 pub fn app(state: AppState) -> Router {
     let mut router = dashboard::router();
     for (_, path, route) in routes() {
@@ -175,6 +184,10 @@ pub fn app(state: AppState) -> Router {
                 .make_span_with(|_: &Request| tracing::Span::none()),
         )
         .layer(middleware::from_fn(access_log::access_log))
+        .layer(middleware::from_fn(prometheus::http::record))
+        .layer(Extension(prometheus::queue::QueueGauges::new(
+            state.config.metrics_refresh,
+        )))
         .with_state(state)
 }
 

@@ -42,6 +42,7 @@ const KEY_PATTERN: &str = "^[!-~]{1,255}$";
         crate::health::healthz,
         crate::health::readyz,
         crate::health::openapi_json,
+        crate::prometheus::metrics,
     ),
     components(schemas(mcq_api_types::FieldProblem)),
     modifiers(&Parameters, &Batches),
@@ -49,7 +50,7 @@ const KEY_PATTERN: &str = "^[!-~]{1,255}$";
         (name = "jobs", description = "Single pricing jobs"),
         (name = "batches", description = "Batches of jobs and their statistics"),
         (name = "workers", description = "Worker processes and the queue as a whole"),
-        (name = "operations", description = "Probes and this document"),
+        (name = "operations", description = "Probes, metrics and this document"),
     )
 )]
 pub struct ApiDoc;

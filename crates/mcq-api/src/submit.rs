@@ -353,6 +353,8 @@ fn accepted(location: &str, submitted: &Submitted, body: impl IntoResponse) -> R
     }
     if submitted.replayed {
         headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    } else {
+        metrics::counter!(mcq_metrics::JOBS_SUBMITTED).increment(submitted.job_ids.len() as u64);
     }
     response
 }

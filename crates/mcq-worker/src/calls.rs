@@ -7,14 +7,14 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use mcq_queue::{CompletedAndClaimed, Store, StoreError, TaskDone};
 use tokio::time::Instant;
 use tracing::Instrument as _;
 use uuid::Uuid;
 
-use crate::counters::{Counters, add};
+use crate::counters::{Counters, add, seconds_since};
 use crate::held::{Held, LeaseKey};
 use crate::pending::Batch;
 
@@ -197,14 +197,24 @@ pub(crate) async fn record(
     }
 }
 
-/// After the store answered for `leases`: counts, warns of refusals (late
-/// completions) and forgets the leases, no longer ours to renew.
+/// After the store answered for `leases`: counts, times the accepted ones
+/// from their job's submission, warns of refusals (late completions) and
+/// forgets the leases, no longer ours to renew.
 pub(crate) fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, refused: &[i64]) {
     tracing::debug!(tasks = leases.len(), refused = refused.len(), "completed");
     add(
         &counters.completed,
         leases.len() - refused.len().min(leases.len()),
     );
+    let now = SystemTime::now();
+    let refused_ids: HashSet<i64> = refused.iter().copied().collect();
+    for ((id, _), submitted) in held.take_submitted(leases) {
+        if let Some(at) = submitted
+            && !refused_ids.contains(&id)
+        {
+            counters.end_to_end.record(seconds_since(at, now));
+        }
+    }
     if !refused.is_empty() {
         add(&counters.refused, refused.len());
     }
@@ -226,7 +236,6 @@ pub(crate) fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, re
             }
         }
     }
-    held.remove_all(leases);
 }
 
 #[cfg(test)]

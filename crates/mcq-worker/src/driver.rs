@@ -11,7 +11,7 @@
 //! shutdown while the database is away.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError, TaskOutput, WorkEvents};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -22,7 +22,7 @@ use uuid::Uuid;
 use crate::backoff::{Backoff, persist};
 use crate::calls::{self, Call, Claimed, Flushed, finish, settle};
 use crate::compute::{Outcome, Specs};
-use crate::counters::{Counters, add};
+use crate::counters::{Counters, add, seconds_since, submitted_at};
 use crate::held::{Held, LeaseKey};
 use crate::hold::Hold;
 use crate::pace::Pace;
@@ -158,6 +158,9 @@ impl Driver {
             Outcome::Done(output) => {
                 self.pace.record(report.finished.compute_ms);
                 add(&self.counters.paths, paths(output));
+                self.counters
+                    .compute
+                    .record(report.finished.compute_ms / 1e3);
             }
             Outcome::Failed { .. } => {}
             Outcome::Cancelled => add(&self.counters.cancelled, 1),
@@ -270,9 +273,13 @@ impl Driver {
                 "claimed"
             );
         }
+        let now = SystemTime::now();
         for task in tasks {
+            let submitted = submitted_at(task.job_id);
             if task.attempt > 1 {
                 add(&self.counters.retried, 1);
+            } else if let Some(at) = submitted {
+                self.counters.pickup.record(seconds_since(at, now));
             }
             let trail = Trail::new(&task);
             if tracing::enabled!(tracing::Level::TRACE) {
@@ -280,7 +287,9 @@ impl Driver {
                     .span()
                     .in_scope(|| tracing::trace!(chunks = ?task.chunks, "claimed"));
             }
-            let ticket = self.held.insert(task.task_id, task.lease_token, trail);
+            let ticket = self
+                .held
+                .insert(task.task_id, task.lease_token, trail, submitted);
             self.local.push(task, ticket);
         }
     }

@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mcq_queue::{Store, WorkerPulse};
@@ -49,10 +48,7 @@ pub(crate) async fn renew_leases(
         let presented = held.snapshot();
         let pulse = WorkerPulse {
             draining: shutdown.is_cancelled(),
-            tasks_last_minute: minute.sample(
-                tokio::time::Instant::now(),
-                counters.completed.load(Ordering::Relaxed),
-            ),
+            tasks_last_minute: minute.sample(tokio::time::Instant::now(), counters.completed.get()),
         };
         match store.heartbeat_reporting(worker, &presented, pulse).await {
             Ok(reply) => {
@@ -123,7 +119,12 @@ impl Throughput {
 /// reaped in the last half interval, so the running tasks are scanned
 /// about once an interval however many workers there are. Recovery after
 /// a lost worker takes its lease plus at most one and a half intervals.
-pub(crate) async fn reap(store: Store, interval: Duration, stop: CancellationToken) {
+pub(crate) async fn reap(
+    store: Store,
+    counters: Arc<Counters>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -134,6 +135,8 @@ pub(crate) async fn reap(store: Store, interval: Duration, stop: CancellationTok
         match store.reap_in_turn(interval / 2).await {
             Ok(None) => {}
             Ok(Some(reaped)) => {
+                counters.rescued.increment(reaped.requeued);
+                counters.expired_failed.increment(reaped.failed);
                 if reaped.requeued > 0 {
                     tracing::info!(
                         tasks = reaped.requeued,

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use tracing::Span;
 use uuid::Uuid;
@@ -43,6 +44,8 @@ struct Lease {
     told: bool,
     /// The task's span, for the events of its end.
     trail: Trail,
+    /// When the task's job was submitted, for the end-to-end histogram.
+    submitted: Option<SystemTime>,
 }
 
 /// What a compute slot takes with a task: its cancel flag and its span.
@@ -55,13 +58,21 @@ pub(crate) struct Ticket {
 }
 
 impl Held {
-    /// Records a claimed task with its span; returns what its slot needs.
-    pub(crate) fn insert(&self, task_id: i64, token: Uuid, trail: Trail) -> Ticket {
+    /// Records a claimed task with its span and when its job was
+    /// submitted; returns what its slot needs.
+    pub(crate) fn insert(
+        &self,
+        task_id: i64,
+        token: Uuid,
+        trail: Trail,
+        submitted: Option<SystemTime>,
+    ) -> Ticket {
         let cancel = Arc::new(AtomicBool::new(false));
         let lease = Lease {
             cancel: cancel.clone(),
             told: false,
             trail: trail.clone(),
+            submitted,
         };
         self.lock().insert((task_id, token), lease);
         Ticket { cancel, trail }
@@ -91,6 +102,19 @@ impl Held {
         for lease in leases {
             tasks.remove(&lease);
         }
+    }
+
+    /// Forgets leases as [`Held::remove_all`] does and returns, for each
+    /// one still held, when its job was submitted.
+    pub(crate) fn take_submitted(
+        &self,
+        leases: impl IntoIterator<Item = LeaseKey>,
+    ) -> Vec<(LeaseKey, Option<SystemTime>)> {
+        let mut tasks = self.lock();
+        leases
+            .into_iter()
+            .filter_map(|lease| tasks.remove(&lease).map(|held| (lease, held.submitted)))
+            .collect()
     }
 
     /// Raises the cancel flag of the given leases we still hold; returns how many.
@@ -152,8 +176,8 @@ mod tests {
     fn cancel_raises_only_flags_of_held_tasks() {
         let held = Held::default();
         let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
-        let a = held.insert(1, ta, Trail::default()).cancel;
-        let b = held.insert(2, tb, Trail::default()).cancel;
+        let a = held.insert(1, ta, Trail::default(), None).cancel;
+        let b = held.insert(2, tb, Trail::default(), None).cancel;
         assert_eq!(held.cancel_leases(&[(2, tb), (99, ta), (1, tb)]), 1);
         assert!(!a.load(Ordering::Relaxed));
         assert!(b.load(Ordering::Relaxed));
@@ -167,8 +191,8 @@ mod tests {
     fn a_stale_lease_on_a_reclaimed_task_leaves_the_new_one_alone() {
         let held = Held::default();
         let (stale, fresh) = (Uuid::new_v4(), Uuid::new_v4());
-        let old_run = held.insert(7, stale, Trail::default()).cancel;
-        let new_run = held.insert(7, fresh, Trail::default()).cancel;
+        let old_run = held.insert(7, stale, Trail::default(), None).cancel;
+        let new_run = held.insert(7, fresh, Trail::default(), None).cancel;
         // The store reports the stale lease lost: only its run stops.
         assert_eq!(held.cancel_leases(&[(7, stale)]), 1);
         assert!(old_run.load(Ordering::Relaxed));
@@ -185,8 +209,8 @@ mod tests {
     fn a_lease_being_told_to_the_store_is_not_lost_when_it_vanishes() {
         let held = Held::default();
         let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
-        let recorded = held.insert(1, ta, Trail::default()).cancel;
-        let taken = held.insert(2, tb, Trail::default()).cancel;
+        let recorded = held.insert(1, ta, Trail::default(), None).cancel;
+        let taken = held.insert(2, tb, Trail::default(), None).cancel;
         held.telling([(1, ta)]);
         let lost: Vec<i64> = held
             .lose(&[(1, ta), (2, tb)])

@@ -86,8 +86,13 @@ async fn work(
         .in_current_span(),
     );
     tracker.spawn(
-        heartbeat::reap(store.clone(), config.heartbeat_interval, shutdown.clone())
-            .in_current_span(),
+        heartbeat::reap(
+            store.clone(),
+            counters.clone(),
+            config.heartbeat_interval,
+            shutdown.clone(),
+        )
+        .in_current_span(),
     );
     if let Some(interval) = config.prune_interval {
         tracker

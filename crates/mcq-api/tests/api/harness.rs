@@ -126,8 +126,15 @@ impl TestApp {
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .expect("body");
+        let text = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/plain"));
         let body = if bytes.is_empty() {
             Value::Null
+        } else if text {
+            // `/metrics`: the Prometheus text format.
+            Value::String(String::from_utf8_lossy(&bytes).into_owned())
         } else {
             serde_json::from_slice(&bytes).unwrap_or_else(|_| {
                 panic!("not JSON ({status}): {}", String::from_utf8_lossy(&bytes))

@@ -8,6 +8,7 @@ mod endpoints;
 mod harness;
 mod hostile;
 mod long_poll;
+mod metrics;
 mod openapi;
 mod outage;
 mod overview;

@@ -14,6 +14,7 @@ mod files;
 mod keys;
 mod logs;
 mod man;
+mod metrics_listen;
 mod migrate;
 mod price;
 mod probes;

@@ -59,6 +59,11 @@ pub(crate) struct Args {
     /// which stops DNS-rebinding pages. Default: any.
     #[arg(long, env = "MCQ_ALLOWED_HOSTS", value_delimiter = ',')]
     allowed_hosts: Vec<String>,
+    /// Shortest time, in seconds, between two reads of the queue-wide
+    /// gauges of `/metrics` (depth, oldest wait, workers) from the
+    /// database, however often it is scraped; 0 reads on every scrape.
+    #[arg(long, env = "MCQ_METRICS_REFRESH_SECS", default_value_t = ApiConfig::default().metrics_refresh.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
+    metrics_refresh_secs: u64,
     #[command(flatten)]
     queue: QueueFlags,
     #[command(flatten)]
@@ -116,6 +121,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
                 .map(|h| h.trim().to_owned())
                 .filter(|h| !h.is_empty())
                 .collect(),
+            metrics_refresh: Duration::from_secs(args.metrics_refresh_secs),
         },
         queue: server_pool(args.queue.apply(QueueConfig::default())),
     };

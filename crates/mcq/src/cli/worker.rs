@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::count::count;
 use super::exit::{Outcome, bad_input};
 use super::logs::LogFlags;
+use super::metrics_listen;
 use super::probes::Probes;
 use super::queue_flags::QueueFlags;
 use super::redact::redact;
@@ -65,6 +66,12 @@ pub(crate) struct Args {
     /// at exit.
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = count::<u64>(0..=86_400))]
     counters_interval: u64,
+    /// Serve this worker's metrics at `GET /metrics` (Prometheus text
+    /// format) on this address, e.g. `0.0.0.0:9464`; port 0 picks a free
+    /// port (logged). No key protects it: bind where only Prometheus
+    /// reaches [default: not served].
+    #[arg(long, value_name = "ADDR", env = "MCQ_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     queue: QueueFlags,
     #[command(flatten)]
@@ -127,6 +134,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             Some(addr) => Some(Probes::start(addr).await?),
             None => None,
         };
+        if let Some(addr) = args.metrics_listen {
+            metrics_listen::start(addr).await?;
+        }
         let Some(store) = connect(&args.database_url, queue, &shutdown).await? else {
             return Ok(Outcome::Done);
         };
