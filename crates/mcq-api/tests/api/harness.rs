@@ -8,6 +8,11 @@ use mcq_queue::{QueueConfig, Store};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
+/// Held by every test that scrapes `/metrics`: a scrape sets the queue
+/// gauges of the process's one recorder, which the metrics tests compare
+/// between scrapes.
+pub(crate) static SCRAPES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// An app over its own database.
 pub(crate) struct TestApp {
     pub(crate) app: Router,

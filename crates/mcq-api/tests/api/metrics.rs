@@ -1,8 +1,8 @@
 //! `GET /metrics`: who may read it, and that the queue-wide gauges are read
 //! from the database at most once per refresh interval.
 //!
-//! The recorder is the process's, shared by every app in this binary: the
-//! tests here scrape one at a time (no other test sets the queue gauges).
+//! The recorder is the process's, shared by every app in this binary: a
+//! test that scrapes holds [`SCRAPES`] (a scrape sets the queue gauges).
 
 use std::time::Duration;
 
@@ -14,13 +14,10 @@ use mcq_metrics::text::{Scrape, parse};
 use mcq_metrics::{QUEUE_READ_AT, QUEUE_TASKS};
 use mcq_queue::{NewKey, Role};
 use serde_json::json;
-use tokio::sync::Mutex;
 use tower::ServiceExt as _;
 
-use crate::harness::{TestApp, test_config};
+use crate::harness::{SCRAPES, TestApp, test_config};
 use crate::on_both;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
 /// Status and body of `GET /metrics`, parsed when it answered 200.
 async fn scrape(app: &Router, key: Option<&str>) -> (StatusCode, Option<Scrape>, String) {
@@ -76,7 +73,7 @@ async fn key(t: &TestApp, role: Role) -> String {
 }
 
 async fn only_admins_read_the_metrics_once_keys_exist(t: &TestApp) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = SCRAPES.lock().await;
     // Open while no key exists, like every other route.
     let (status, open, text) = scrape(&t.app, None).await;
     assert_eq!(status, 200, "{text}");
@@ -104,7 +101,7 @@ async fn only_admins_read_the_metrics_once_keys_exist(t: &TestApp) {
 on_both!(access, only_admins_read_the_metrics_once_keys_exist);
 
 async fn the_queue_is_read_once_per_refresh_interval(t: &TestApp) {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = SCRAPES.lock().await;
     let cached = app_with_refresh(t, Duration::from_secs(3600));
     let (_, first, text) = scrape(&cached, None).await;
     let first = first.unwrap_or_else(|| panic!("{text}"));

@@ -96,6 +96,8 @@ fn collect_refs(value: &Value, out: &mut Vec<String>) {
 /// nor 405, whatever the placeholder id answers.
 #[tokio::test]
 async fn every_documented_operation_reaches_a_handler() {
+    // It reaches `/metrics` too.
+    let _scrapes = crate::harness::SCRAPES.lock().await;
     let t = TestApp::sqlite().await;
     let doc = document();
     let served: Value = t.get("/openapi.json").await.body;
