@@ -206,15 +206,6 @@ pub(crate) fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, re
         &counters.completed,
         leases.len() - refused.len().min(leases.len()),
     );
-    let now = SystemTime::now();
-    let refused_ids: HashSet<i64> = refused.iter().copied().collect();
-    for ((id, _), submitted) in held.take_submitted(leases) {
-        if let Some(at) = submitted
-            && !refused_ids.contains(&id)
-        {
-            counters.end_to_end.record(seconds_since(at, now));
-        }
-    }
     if !refused.is_empty() {
         add(&counters.refused, refused.len());
     }
@@ -234,6 +225,15 @@ pub(crate) fn settle(counters: &Counters, held: &Held, leases: Vec<LeaseKey>, re
             } else if tracing {
                 span.in_scope(|| tracing::trace!("recorded"));
             }
+        }
+    }
+    let now = SystemTime::now();
+    let refused: HashSet<i64> = refused.iter().copied().collect();
+    for ((id, _), submitted) in held.take_submitted(leases) {
+        if let Some(at) = submitted
+            && !refused.contains(&id)
+        {
+            counters.end_to_end.record(seconds_since(at, now));
         }
     }
 }
