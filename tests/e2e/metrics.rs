@@ -224,6 +224,7 @@ async fn run_and_check(server_url: &str, worker_url: Option<String>) {
                 label: Some("metrics".into()),
                 priority: None,
                 jobs,
+                ..BatchRequest::default()
             },
             None,
         )
