@@ -20,7 +20,14 @@ mcq.stream = (function () {
     { key: "record", name: "record", cls: "ph-record" },
   ];
 
-  const at = (iso) => (iso ? Date.parse(iso) : null);
+  // Epoch milliseconds with the timestamp's sub-millisecond digits kept:
+  // Date.parse stops at milliseconds, and a fast job computes in less.
+  const at = (iso) => {
+    if (!iso) return null;
+    const ms = Date.parse(iso);
+    const extra = /\.\d{3}(\d+)/.exec(iso);
+    return extra ? ms + Number(`0.${extra[1]}`) : ms;
+  };
 
   // The phases of one finished job as epoch milliseconds, or null.
   function phasesOf(job) {
@@ -43,7 +50,7 @@ mcq.stream = (function () {
     }
     const worker = job.worker_id || t.worker_id || (job.worker && job.worker.id) || null;
     return {
-      id: job.id, worker, estimated, queued, claimed, computeStart, computeEnd, recorded,
+      id: job.id, worker, estimated, succeeded: job.state === "succeeded", queued, claimed, computeStart, computeEnd, recorded,
       wait: claimed - queued,
       claim: Math.max(0, computeStart - claimed),
       compute: Math.max(0, computeEnd - computeStart),
@@ -122,7 +129,8 @@ mcq.stream = (function () {
         let t = p.queued - start;
         for (const ph of PHASES) {
           const w = x(t + p[ph.key]) - x(t);
-          if (p[ph.key] > 0) {
+          // A succeeded job computed, however briefly: its bar is always drawn.
+          if (p[ph.key] > 0 || (ph.key === "compute" && p.succeeded)) {
             g.append(node("rect", { x: x(t), y, width: Math.max(ph.key === "compute" ? 1 : 0.5, w), height: Math.max(1, rowHeight - (rowHeight > 4 ? 1 : 0)), class: `phase ${ph.cls}` }));
           }
           t += p[ph.key];
