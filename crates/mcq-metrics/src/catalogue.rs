@@ -75,6 +75,8 @@ pub const QUEUE_READ_FAILURES: &str = "mcq_queue_read_failures_total";
 pub const TASKS_CLAIMED: &str = "mcq_tasks_claimed_total";
 /// Claims of a task on its second or later attempt.
 pub const TASKS_RETRIED: &str = "mcq_tasks_retried_total";
+/// Claims that found every staged row of a tenant held by other claims.
+pub const CLAIMS_CONTENDED: &str = "mcq_claims_contended_total";
 /// Completions accepted.
 pub const TASKS_COMPLETED: &str = "mcq_tasks_completed_total";
 /// Failed attempts recorded.
@@ -182,6 +184,13 @@ pub const CATALOGUE: &[Metric] = &[
         labels: &[],
         source: Source::Worker,
         help: "Claims of a task on its second or later attempt (after a failed attempt or an expired lease).",
+    },
+    Metric {
+        name: CLAIMS_CONTENDED,
+        kind: Kind::Counter,
+        labels: &[],
+        source: Source::Worker,
+        help: "Claims that found every staged row of a tenant held by other claims and were tried again shortly; many per second means a large fleet queues on few staged batches.",
     },
     Metric {
         name: TASKS_COMPLETED,

@@ -413,10 +413,20 @@ impl Store {
     }
     /// Claims up to `max` due queued tasks (expired leases are requeued by [`Store::reap`]).
     pub async fn claim(&self, worker: Uuid, max: u32) -> Result<Vec<ClaimedTask>, StoreError> {
+        Ok(self.claim_reporting(worker, max).await?.tasks)
+    }
+    /// [`Store::claim`], telling whether it passed over work other claims held.
+    async fn claim_reporting(&self, worker: Uuid, max: u32) -> Result<Claim, StoreError> {
         if max == 0 {
-            return Ok(Vec::new());
+            return Ok(Claim::default());
         }
-        dispatch!(self, q => q.claim(worker, max).await)
+        match &self.backend {
+            Backend::Postgres(q) => q.claim(worker, max).await,
+            Backend::Sqlite(q) => Ok(Claim {
+                tasks: q.claim(worker, max).await?,
+                contended: false,
+            }),
+        }
     }
     /// Records finished tasks, fenced by their lease tokens; a job's result
     /// is written in the same transaction as its last task. Returns the ids
@@ -456,10 +466,11 @@ impl Store {
         max: u32,
     ) -> Result<CompletedAndClaimed, StoreError> {
         if done.is_empty() {
-            let claimed = self.claim(worker, max).await?;
+            let claim = self.claim_reporting(worker, max).await?;
             return Ok(CompletedAndClaimed {
                 refused: Vec::new(),
-                claimed: Ok(claimed),
+                claimed: Ok(claim.tasks),
+                contended: claim.contended,
             });
         }
         if max == 0 {
@@ -467,6 +478,7 @@ impl Store {
             return Ok(CompletedAndClaimed {
                 refused,
                 claimed: Ok(Vec::new()),
+                contended: false,
             });
         }
         if let Backend::Postgres(q) = &self.backend {
@@ -477,7 +489,11 @@ impl Store {
         // SQLite, in this process: one after the other.
         let refused = self.complete(worker, done).await?;
         let claimed = self.claim(worker, max).await;
-        Ok(CompletedAndClaimed { refused, claimed })
+        Ok(CompletedAndClaimed {
+            refused,
+            claimed,
+            contended: false,
+        })
     }
     /// Records a failed attempt (fenced); retried with backoff or fails the job.
     /// Returns false when the lease was already lost.

@@ -118,6 +118,20 @@ pub struct CompletedAndClaimed {
     /// Tasks claimed, in task id order; or why the claim failed where it
     /// ran after the completion had been recorded in a transaction of its own.
     pub claimed: Result<Vec<ClaimedTask>, crate::StoreError>,
+    /// The claim passed over work that other claims held at that moment
+    /// (on PostgreSQL, a staged batch row, which one claim takes at a
+    /// time): a claim shortly after can find work, whereas waiting for a
+    /// work signal would wait out the poll, since none is sent for work
+    /// already waiting. Never set on SQLite, whose claims take turns.
+    pub contended: bool,
+}
+
+/// One claim's answer inside the store: the tasks, and whether it passed
+/// over work other claims held ([`CompletedAndClaimed::contended`]).
+#[derive(Debug, Default)]
+pub(crate) struct Claim {
+    pub(crate) tasks: Vec<ClaimedTask>,
+    pub(crate) contended: bool,
 }
 
 /// What a task produced.

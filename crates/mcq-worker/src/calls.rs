@@ -81,18 +81,8 @@ pub(crate) async fn claim(
 ) -> Claimed {
     let started = Instant::now();
     let max = u32::try_from(n).unwrap_or(u32::MAX);
-    let reply = if done.is_empty() {
-        store
-            .claim(worker, max)
-            .await
-            .map(|claimed| CompletedAndClaimed {
-                refused: Vec::new(),
-                claimed: Ok(claimed),
-            })
-    } else {
-        let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
-        store.complete_and_claim(worker, sent, max).await
-    };
+    let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
+    let reply = store.complete_and_claim(worker, sent, max).await;
     Claimed {
         asked: n,
         done,

@@ -37,6 +37,7 @@ pub(crate) fn log(
     let (tasks_per_s, paths_per_s) = rates(before, report, secs);
     tracing::info!(
         claimed = report.claimed,
+        contended = report.contended,
         completed = report.completed,
         failed = report.failed,
         retried = report.retried,

@@ -43,6 +43,7 @@ impl Tally {
 pub(crate) struct Counters {
     pub(crate) claimed: Tally,
     pub(crate) retried: Tally,
+    pub(crate) contended: Tally,
     pub(crate) completed: Tally,
     pub(crate) refused: Tally,
     pub(crate) failed: Tally,
@@ -72,6 +73,7 @@ impl Default for Counters {
         Counters {
             claimed: Tally::new(names::TASKS_CLAIMED),
             retried: Tally::new(names::TASKS_RETRIED),
+            contended: Tally::new(names::CLAIMS_CONTENDED),
             completed: Tally::new(names::TASKS_COMPLETED),
             refused: Tally::new(names::COMPLETIONS_REFUSED),
             failed: Tally::new(names::TASKS_FAILED),
@@ -101,6 +103,7 @@ impl Counters {
         WorkerReport {
             claimed: self.claimed.get(),
             retried: self.retried.get(),
+            contended: self.contended.get(),
             completed: self.completed.get(),
             refused: self.refused.get(),
             failed: self.failed.get(),

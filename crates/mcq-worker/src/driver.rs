@@ -22,6 +22,7 @@ use uuid::Uuid;
 use crate::backoff::{Backoff, persist};
 use crate::calls::{self, Call, Claimed, Flushed, finish, settle};
 use crate::compute::{Outcome, Specs};
+use crate::contention::Contention;
 use crate::counters::{Counters, add, seconds_since, submitted_at};
 use crate::held::{Held, LeaseKey};
 use crate::hold::Hold;
@@ -63,6 +64,9 @@ pub(crate) struct Driver {
     pub(crate) claim_ms: f64,
     pub(crate) drained_until: Option<Instant>,
     pub(crate) claimed_none: bool,
+    /// The last claim passed over work other claims held.
+    pub(crate) contended: bool,
+    pub(crate) contention: Contention,
     pub(crate) handed_off: bool,
     pub(crate) peer_idle: bool,
     pub(crate) announced_idle: bool,
@@ -133,6 +137,7 @@ impl Driver {
             claim_ms: self.claim_ms,
             drained_until: self.drained_until,
             claimed_none: self.claimed_none,
+            contended: self.contended,
             handed_off: self.handed_off,
             peer_idle: self.peer_idle,
             announced_idle: self.announced_idle,
@@ -233,17 +238,17 @@ impl Driver {
             took,
             reply,
         } = claimed;
-        let tasks = match reply {
+        let (tasks, contended) = match reply {
             Ok(reply) => {
                 if !done.is_empty() {
                     let leases = done.iter().map(|(d, _)| (d.task_id, d.lease_token));
                     settle(&self.counters, &self.held, leases.collect(), &reply.refused);
                 }
-                reply.claimed
+                (reply.claimed, reply.contended)
             }
             Err(err) => {
                 self.pending.put_back_done(done);
-                Err(err)
+                (Err(err), false)
             }
         };
         match tasks {
@@ -251,20 +256,34 @@ impl Driver {
                 let took_ms = took.as_secs_f64() * 1e3;
                 self.claim_ms += CLAIM_WEIGHT * (took_ms - self.claim_ms);
                 self.succeeded();
-                self.take_in(tasks, asked);
+                self.take_in(tasks, asked, contended);
             }
             Err(err) => self.failed("claim", &err),
         }
     }
 
-    /// Puts claimed tasks in the local queue and under lease.
-    fn take_in(&mut self, tasks: Vec<ClaimedTask>, asked: usize) {
+    /// Puts claimed tasks in the local queue and under lease. A short
+    /// claim holds off the next one until work is announced or the poll
+    /// comes round; one that passed over work other claims held, only for
+    /// a short, growing, jittered delay, since that work is announced by
+    /// no one.
+    fn take_in(&mut self, tasks: Vec<ClaimedTask>, asked: usize, contended: bool) {
         let got = tasks.len();
         add(&self.counters.claimed, got);
         self.handed_off = false;
-        if got < asked {
-            self.drained_until = Some(Instant::now() + self.poll_interval);
+        if !contended {
+            self.contention.reset();
         }
+        if got < asked {
+            let delay = if contended {
+                add(&self.counters.contended, 1);
+                self.contention.next_delay().min(self.poll_interval)
+            } else {
+                self.poll_interval
+            };
+            self.drained_until = Some(Instant::now() + delay);
+        }
+        self.contended = contended;
         self.claimed_none = got == 0;
         if got > 0 {
             self.announced_idle = false;

@@ -21,6 +21,7 @@
 mod backoff;
 mod calls;
 mod compute;
+mod contention;
 mod counter_log;
 mod counters;
 mod driver;
@@ -109,6 +110,9 @@ pub struct WorkerReport {
     /// Of those, tasks on a second or later attempt (an earlier one
     /// failed, lost its lease or was handed back).
     pub retried: u64,
+    /// Claims that came back short after passing over work other claims
+    /// held; each was tried again after a short delay, not the poll.
+    pub contended: u64,
     /// Completions the store accepted.
     pub completed: u64,
     /// Completions the store refused because the lease had been lost

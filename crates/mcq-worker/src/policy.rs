@@ -13,8 +13,10 @@
 //!   recent task time, once the local queue is down to half of that
 //!   window; not while the queue was just seen short and tasks still wait
 //!   here, nor after a claim found nothing (either until work is announced
-//!   or the poll interval passes), while tasks handed to an idle worker
-//!   still wait here, or while the held leases fill the room.
+//!   or the poll interval passes, or, when the claim passed over work
+//!   other claims held, a short delay the loop chose), while tasks handed
+//!   to an idle worker still wait here, or while the held leases fill the
+//!   room.
 //! - **Hand off** the later half of the local queue when another worker
 //!   announces it is idle and that half holds more work than two claim
 //!   round trips.
@@ -26,7 +28,8 @@
 //!   database works on one worker's results while it hands out the next
 //!   tasks.
 //! - **Announce** once that this worker is idle when the queue is empty
-//!   and nothing is left here.
+//!   and nothing is left here (not when its last claim found the work held
+//!   by other claims: there is work, and it claims again shortly).
 //! - At **shutdown**: no claims or hand-offs; running tasks finish until the
 //!   deadline, then are cancelled and get [`CANCEL_GRACE`]; results are
 //!   recorded; the loop gives up [`CLEANUP_GRACE`] after the deadline.
@@ -112,6 +115,9 @@ pub(crate) struct State {
     /// The last claim found nothing at all: until `drained_until`, no
     /// claim can help even with nothing left here.
     pub(crate) claimed_none: bool,
+    /// The last claim passed over work other claims held, and
+    /// `drained_until` is a short delay: work is waiting, not gone.
+    pub(crate) contended: bool,
     /// Tasks were handed to an idle worker since the last claim: claiming
     /// before the local queue is empty would take them back.
     pub(crate) handed_off: bool,
@@ -239,7 +245,8 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
         return Decision::Flush;
     }
     let quiet = !state.claiming && !state.flushing && state.pending == 0;
-    if can_call && drained && state.claimed_none && idle && quiet && !state.announced_idle {
+    let out_of_work = state.claimed_none && !state.contended;
+    if can_call && drained && out_of_work && idle && quiet && !state.announced_idle {
         return Decision::AnnounceIdle;
     }
     let drained_until = state.drained_until.filter(|_| drained);

@@ -12,6 +12,7 @@ use tracing::Instrument as _;
 use uuid::Uuid;
 
 use crate::backoff::{Backoff, persist};
+use crate::contention::Contention;
 use crate::counter_log::{log as log_counters, log_every};
 use crate::counters::{Counters, add};
 use crate::driver::Driver;
@@ -147,6 +148,8 @@ async fn work(
         claim_ms: 1.0,
         drained_until: None,
         claimed_none: false,
+        contended: false,
+        contention: Contention::new(worker.as_u64_pair().0),
         handed_off: false,
         peer_idle: false,
         announced_idle: false,

@@ -92,6 +92,7 @@ pub(crate) async fn run_size(
         let report = joined.context("a worker task panicked")??;
         reports.claimed += report.claimed;
         reports.refused += report.refused;
+        reports.contended += report.contended;
         reports.failed += report.failed;
     }
     let mut row = outcome?;
@@ -102,6 +103,7 @@ pub(crate) async fn run_size(
         );
     }
     row.refused = reports.refused;
+    row.contended = reports.contended;
     let mut gaps: Vec<f64> = Vec::new();
     let origin = Instant::now();
     for spans in &holds {
@@ -235,6 +237,7 @@ async fn measure(
         bench_cores: own_cpu_s.map(|s| s / wall),
         db_connections: connections,
         refused: 0,
+        contended: 0,
     })
 }
 

@@ -87,6 +87,9 @@ pub struct SizeRow {
     pub db_connections: u64,
     /// Completions refused for a lost lease (a fleet too slow to renew).
     pub refused: u64,
+    /// Claims that came back short because the work they passed over was
+    /// held by other claims (a staged row), each tried again shortly.
+    pub contended: u64,
 }
 
 /// Where the coordinator stops keeping up.

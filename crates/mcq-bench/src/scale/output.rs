@@ -76,7 +76,7 @@ fn opt(value: Option<f64>, digits: usize) -> String {
 }
 
 /// The table's rows as cells.
-fn cells(summary: &ScaleSummary) -> Vec<[String; 11]> {
+fn cells(summary: &ScaleSummary) -> Vec<[String; 12]> {
     summary
         .sizes
         .iter()
@@ -93,12 +93,13 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 11]> {
                 opt(r.db_cores, 2),
                 opt(r.bench_cores, 2),
                 r.db_connections.to_string(),
+                r.contended.to_string(),
             ]
         })
         .collect()
 }
 
-const HEADERS: [&str; 11] = [
+const HEADERS: [&str; 12] = [
     "workers",
     "tasks",
     "ideal/s",
@@ -110,6 +111,7 @@ const HEADERS: [&str; 11] = [
     "DB cores",
     "fleet cores",
     "connections",
+    "contended claims",
 ];
 
 /// The terminal table, with the saturation line below.

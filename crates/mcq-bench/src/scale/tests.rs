@@ -20,6 +20,7 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         bench_cores: Some(0.5),
         db_connections: 10,
         refused: 0,
+        contended: 0,
     }
 }
 

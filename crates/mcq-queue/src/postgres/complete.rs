@@ -12,7 +12,7 @@ use sqlx::Row as _;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
-use super::tasks::claimed_tasks;
+use super::tasks::{claimed_tasks, contended};
 use super::{FINISHED_CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
@@ -84,14 +84,19 @@ impl PgQueue {
             .bind(self.lease_secs())
             .fetch_all(&mut *self.conn().await?)
             .await?;
+        let mut claim_rows = Vec::with_capacity(rows.len());
         for row in &rows {
-            if let Some(id) = row.try_get::<Option<i64>, _>("accepted")? {
-                accepted.insert(id);
+            match row.try_get::<Option<i64>, _>("accepted")? {
+                Some(id) => {
+                    accepted.insert(id);
+                }
+                None => claim_rows.push(row),
             }
         }
         Ok(CompletedAndClaimed {
             refused: refused(ids, &accepted),
             claimed: Ok(claimed_tasks(&rows)?),
+            contended: contended(claim_rows)?,
         })
     }
 

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
-use crate::types::{ClaimedTask, Heartbeat, Reaped, WorkerPulse};
+use crate::types::{Claim, ClaimedTask, Heartbeat, Reaped, WorkerPulse};
 
 // Row estimates of CTEs are guesses (usually one row), so the queue's
 // statements (here and in functions/) avoid joining one CTE against
@@ -125,18 +125,17 @@ RETURNING id";
 
 impl PgQueue {
     /// Claims up to `max` tasks in one statement.
-    pub(crate) async fn claim(
-        &self,
-        worker: Uuid,
-        max: u32,
-    ) -> Result<Vec<ClaimedTask>, StoreError> {
+    pub(crate) async fn claim(&self, worker: Uuid, max: u32) -> Result<Claim, StoreError> {
         let rows = sqlx::query(CLAIM)
             .bind(worker)
             .bind(i64::from(max))
             .bind(self.lease_secs())
             .fetch_all(&mut *self.conn().await?)
             .await?;
-        claimed_tasks(&rows)
+        Ok(Claim {
+            tasks: claimed_tasks(&rows)?,
+            contended: contended(&rows)?,
+        })
     }
 
     /// Renews the worker's heartbeat and the presented leases in one
@@ -345,7 +344,7 @@ impl PgQueue {
 
 /// The claimed tasks among a claim's rows (`mcq_claim`'s shape: task rows,
 /// then one spec row per job, its batch in `lease_token`; rows of neither
-/// kind are skipped).
+/// kind, such as the mark of a contended claim, are skipped).
 pub(super) fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreError> {
     let mut specs = HashMap::new();
     for row in rows {
@@ -378,6 +377,20 @@ pub(super) fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreErr
     }
     claimed.sort_unstable_by_key(|t| t.task_id);
     Ok(claimed)
+}
+
+/// Whether any of a claim's rows is the one `mcq_claim_staged` returns for
+/// a staged row other claims held: every column NULL, neither a task nor
+/// a job.
+pub(super) fn contended<'a>(rows: impl IntoIterator<Item = &'a PgRow>) -> Result<bool, StoreError> {
+    for row in rows {
+        let task: Option<i64> = row.try_get("id")?;
+        let job: Option<Uuid> = row.try_get("job_id")?;
+        if task.is_none() && job.is_none() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Sends the finished-work notifications within `tx` (delivered when it

@@ -288,3 +288,68 @@ pub(crate) async fn a_claim_names_each_tasks_batch(db: &Db) {
         assert_eq!(task.batch_id, expected, "task {}", task.task_id);
     }
 }
+
+/// Claims of one task each, all at once, on a batch large enough to be
+/// staged on PostgreSQL: each takes a task, or reports that the work it
+/// passed over was held by another claim. None comes back empty as if the
+/// queue were, which would send its worker to wait for the poll while
+/// thousands of jobs wait. On SQLite claims take turns and each takes one.
+pub(crate) async fn small_claims_at_once_take_a_task_or_report_the_work_held(db: &Db) {
+    const CLAIMS: usize = 16;
+    let setup = db.default_store().await;
+    let submitted = submit(&setup, batch(2000)).await;
+    let w = worker(&setup).await;
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(CLAIMS));
+    let mut claims = tokio::task::JoinSet::new();
+    for _ in 0..CLAIMS {
+        // A store each, as separate worker processes would claim.
+        let store = db.default_store().await;
+        let start = start.clone();
+        claims.spawn(async move {
+            start.wait().await;
+            let reply = store
+                .complete_and_claim(w, Vec::new(), 1)
+                .await
+                .expect("claim");
+            (reply.claimed.expect("the claim ran"), reply.contended)
+        });
+    }
+    let mut taken = HashSet::new();
+    let mut contended = 0_u64;
+    while let Some(answer) = claims.join_next().await {
+        let (tasks, held) = answer.expect("claim task");
+        match tasks.as_slice() {
+            [task] => assert!(taken.insert(task.task_id), "a task claimed twice"),
+            [] => {
+                assert!(held, "an empty claim with 1,984 jobs or more waiting");
+                contended += 1;
+            }
+            more => panic!("a claim of one took {}", more.len()),
+        }
+    }
+    if let Db::Sqlite(_) = db {
+        assert_eq!(contended, 0, "SQLite's claims take turns");
+    }
+    let first = taken.len() as u64;
+    assert_eq!(first + contended, CLAIMS as u64);
+    let rest = crate::harness::drain(&setup, w).await;
+    for task in &rest {
+        assert!(
+            taken.insert(task.task_id),
+            "task {} claimed twice",
+            task.task_id
+        );
+    }
+    assert_eq!(taken.len(), 2000, "every job claimed once");
+    let view = setup
+        .batch(submitted.batch_id.expect("batch"), Scope::All)
+        .await
+        .expect("read")
+        .expect("batch");
+    let counts = (
+        view.counts.queued,
+        view.counts.running,
+        view.counts.succeeded,
+    );
+    assert_eq!(counts, (0, first, 2000 - first));
+}

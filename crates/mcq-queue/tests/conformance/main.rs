@@ -72,6 +72,7 @@ conformance! {
     jobs::split_job_merges_bit_identical_to_one_process,
     jobs::single_task_job_result_matches_kernel,
     claims::concurrent_claimers_each_task_claimed_once,
+    claims::small_claims_at_once_take_a_task_or_report_the_work_held,
     claims::claim_sets_running_token_attempt_and_start,
     claims::a_claim_names_each_tasks_batch,
     claims::work_events_wake_on_submit,

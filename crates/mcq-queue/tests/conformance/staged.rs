@@ -191,3 +191,116 @@ async fn small_batches_split_jobs_and_single_jobs_are_written_out() {
     submit(&store, batch(10)).await;
     assert_eq!(rows(&db).await.0, 1, "at the threshold");
 }
+
+/// Queued tasks in the database (written out, not yet claimed).
+async fn queued(db: &Db) -> i64 {
+    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    sqlx::query_scalar("SELECT count(*) FROM tasks WHERE state = 'queued'")
+        .fetch_one(&pool)
+        .await
+        .expect("count queued tasks")
+}
+
+/// A staged row is taken by one claim at a time. A small claim that opens
+/// it writes 256 of its jobs out (those it does not take as queued tasks,
+/// in batch order), so the claims behind it find queued work; a claim that
+/// finds the row held and nothing else says so; a large claim takes only
+/// what it asks for. The test holds the row itself, as a claim in flight
+/// would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_claim_writes_out_a_share_and_a_held_row_is_reported() {
+    use sqlx::Connection as _;
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.default_store().await;
+    let submitted = submit(&store, batch(2000)).await;
+    let ids = &submitted.job_ids;
+    let w = worker(&store).await;
+    let mut holder = sqlx::PgConnection::connect(&db.url())
+        .await
+        .expect("connect");
+    let claim = |max: u32| {
+        let store = store.clone();
+        async move {
+            let reply = store
+                .complete_and_claim(w, Vec::new(), max)
+                .await
+                .expect("claim");
+            let jobs: Vec<Uuid> = reply
+                .claimed
+                .expect("the claim ran")
+                .iter()
+                .map(|t| t.job_id)
+                .collect();
+            (jobs, reply.contended)
+        }
+    };
+
+    // The row held, nothing queued: an empty claim that says why.
+    let mut hold = holder.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM staged FOR UPDATE")
+        .execute(&mut *hold)
+        .await
+        .expect("hold the staged row");
+    assert_eq!(claim(1).await, (vec![], true));
+    assert!(store.claim(w, 1).await.expect("claim").is_empty());
+    hold.rollback().await.expect("let go");
+
+    // One task taken, 255 jobs written out behind it.
+    assert_eq!(claim(1).await, (ids[..1].to_vec(), false));
+    assert_eq!(rows(&db).await, (1, 256, 256));
+    assert_eq!(queued(&db).await, 255);
+
+    // With the row held, the claims behind take those queued tasks.
+    let mut hold = holder.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM staged FOR UPDATE")
+        .execute(&mut *hold)
+        .await
+        .expect("hold the staged row");
+    assert_eq!(claim(5).await, (ids[1..6].to_vec(), false));
+    // A claim that empties them and finds the row held is told so.
+    let (jobs, contended) = claim(300).await;
+    assert_eq!((jobs.as_slice(), contended), (&ids[6..256], true));
+    hold.rollback().await.expect("let go");
+
+    // A large claim takes what it asks for and writes nothing out.
+    assert_eq!(claim(300).await, (ids[256..556].to_vec(), false));
+    assert_eq!(rows(&db).await, (1, 556, 556));
+    assert_eq!(queued(&db).await, 0);
+
+    // A cancel waiting for the held row does not hold up a claim, which
+    // reports the row held; then the cancel goes through.
+    let mut hold = holder.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM staged FOR UPDATE")
+        .execute(&mut *hold)
+        .await
+        .expect("hold the staged row");
+    let batch_id = submitted.batch_id.expect("a batch");
+    let canceller = store.clone();
+    let cancel = tokio::spawn(async move { canceller.cancel_batch(batch_id, Scope::All).await });
+    let watcher = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&watcher)
+        .await
+        .expect("read activity");
+        if waiting >= 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(claim(2).await, (vec![], true));
+    hold.rollback().await.expect("let go");
+    let cancelled = cancel.await.expect("cancel task").expect("cancel");
+    assert_eq!(
+        cancelled,
+        Some(2000),
+        "every unfinished job, running or not"
+    );
+    assert_eq!(rows(&db).await.0, 0);
+    assert_eq!(orphans(&db).await, 0);
+}

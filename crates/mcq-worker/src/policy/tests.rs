@@ -28,6 +28,7 @@ fn busy(now: Instant) -> State {
         claim_ms: 1.0,
         drained_until: None,
         claimed_none: false,
+        contended: false,
         handed_off: false,
         peer_idle: false,
         announced_idle: false,
@@ -256,6 +257,46 @@ fn an_empty_queue_is_not_claimed_from_again_until_work_is_announced() {
                 until: Some(now + 50 * MS),
                 work: true,
             },
+        ),
+    ]);
+}
+
+#[test]
+fn a_claim_that_found_the_work_held_claims_again_after_its_delay_and_never_announces_idle() {
+    let now = Instant::now();
+    let soon = now + 3 * MS;
+    let held_elsewhere = State {
+        running: 0,
+        held: 0,
+        drained_until: Some(soon),
+        claimed_none: true,
+        contended: true,
+        ..busy(now)
+    };
+    check(vec![
+        (
+            "nothing here, the work held by other claims: wait the short delay (or for work)",
+            held_elsewhere.clone(),
+            Decision::Wait {
+                until: Some(soon),
+                work: true,
+            },
+        ),
+        (
+            "the delay passed: claim again",
+            State {
+                now: soon,
+                ..held_elsewhere.clone()
+            },
+            Decision::Claim(22),
+        ),
+        (
+            "the same state without contention is out of work: announce it",
+            State {
+                contended: false,
+                ..held_elsewhere
+            },
+            Decision::AnnounceIdle,
         ),
     ]);
 }
@@ -689,6 +730,7 @@ fn no_state_makes_the_loop_spin() {
                                         claim_ms: 1.0,
                                         drained_until: drained,
                                         claimed_none: local == 0,
+                                        contended: false,
                                         handed_off: false,
                                         peer_idle: false,
                                         announced_idle: true,

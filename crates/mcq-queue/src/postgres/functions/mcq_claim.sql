@@ -20,6 +20,14 @@
 -- tasks than there are tenants, within as many claims as there are
 -- tenants. With one tenant it is the plain ordered claim.
 --
+-- A small claim (under 256 tasks: a worker of a few slots in a large
+-- fleet) that opens a staged row moves 256 jobs out of it, the rest
+-- written out as queued tasks (`mcq_claim_staged`), so the fleet's next
+-- claims find queued tasks rather than one staged row taken by one claim
+-- at a time. Larger claims take only what they ask for: they are few,
+-- and each amortises its visit to the row. A staged row held by another
+-- claim comes back as a row of NULLs (see `mcq_claim_staged`).
+--
 -- A function so that its plan cannot depend on statistics, which are stale
 -- exactly when it matters (right after a large submit): sequential scans,
 -- bitmap scans and sorts are off for its statements, so the ordered walk of
@@ -59,6 +67,7 @@ DECLARE
     left_over bigint := p_max;
     taken bigint;
     staged_rows bigint;
+    spread bigint := CASE WHEN p_max < 256 THEN 256 ELSE 0 END;
 BEGIN
 -- Until the end of the calling transaction (a claim is its own).
 PERFORM set_config('synchronous_commit', 'off', true);
@@ -107,8 +116,9 @@ FOR pass IN 1 .. 2 LOOP
         due := due || coalesce(got, '{}');
         IF taken < part THEN
             RETURN QUERY
-            SELECT * FROM mcq_claim_staged(p_worker, tenant, part - taken, p_lease_secs);
+            SELECT * FROM mcq_claim_staged(p_worker, tenant, part - taken, spread, p_lease_secs);
             GET DIAGNOSTICS staged_rows = ROW_COUNT;
+            -- Two rows per job; a row of NULLs, alone, counts none.
             taken := taken + staged_rows / 2;
         END IF;
         left_over := left_over - taken;
