@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use mcq_api_types::JobState;
 use uuid::Uuid;
 
-use crate::harness::{Db, batch, compute, single, submit, worker};
+use mcq_kernel::CHUNK_PATHS;
+use mcq_queue::{QueueConfig, Submission};
+
+use crate::harness::{Db, batch, compute, job, single, submit, worker};
 
 pub(crate) async fn concurrent_claimers_each_task_claimed_once(db: &Db) {
     let setup = db.default_store().await;
@@ -264,6 +267,65 @@ pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db
         "an idle announcement, or one naming no worker, woke a worker waiting for work"
     );
     wait.abort();
+}
+
+/// Each finished job is announced once, whichever call finishes it: a
+/// split job whose partials arrive in two calls (its merged result then
+/// going with a claim), and whole jobs completed with a claim. Waiters
+/// count announcements, so a job announced twice would end a long poll
+/// on its batch before the batch is done.
+pub(crate) async fn every_finished_job_is_announced_once(db: &Db) {
+    let store = db
+        .store(QueueConfig {
+            chunks_per_task: 1,
+            ..QueueConfig::default()
+        })
+        .await;
+    let mut events = store.finished_events();
+    let mut counter = store.finished_events();
+    if matches!(db, Db::Postgres(_) | Db::PostgresStaged(_)) {
+        for events in [&mut events, &mut counter] {
+            events
+                .wait_for(Uuid::now_v7(), 1, Duration::from_secs(10))
+                .await;
+        }
+    }
+    let submission = Submission {
+        jobs: vec![job(3 * CHUNK_PATHS, 7), job(1000, 8), job(1000, 9)],
+        ..batch(0)
+    };
+    let batch_id = submit(&store, submission).await.batch_id.expect("a batch");
+    let w = worker(&store).await;
+    let split = store.claim(w, 2).await.expect("claim");
+    assert_eq!(split.len(), 2, "two of the split job's three tasks");
+    let refused = store
+        .complete(w, split.iter().map(compute).collect())
+        .await
+        .expect("complete");
+    assert!(refused.is_empty());
+    let last = store.claim(w, 1).await.expect("claim");
+    let reply = store
+        .complete_and_claim(w, last.iter().map(compute).collect(), 10)
+        .await
+        .expect("complete and claim");
+    assert!(reply.refused.is_empty());
+    let whole = reply.claimed.expect("the claim ran");
+    assert_eq!(whole.len(), 2, "the two whole jobs: {whole:?}");
+    let reply = store
+        .complete_and_claim(w, whole.iter().map(compute).collect(), 10)
+        .await
+        .expect("complete and claim");
+    assert!(reply.refused.is_empty());
+    assert!(
+        events.wait_for(batch_id, 3, Duration::from_secs(10)).await,
+        "the batch's three finished jobs were not all announced"
+    );
+    assert!(
+        !counter
+            .wait_for(batch_id, 4, Duration::from_millis(500))
+            .await,
+        "three finished jobs were announced as more"
+    );
 }
 
 /// Every claimed task names its job's batch, through a claim alone and a

@@ -78,6 +78,7 @@ conformance! {
     claims::work_events_wake_on_submit,
     claims::a_signal_sent_between_waits_reaches_every_worker,
     claims::finishing_a_job_announces_its_batch,
+    claims::every_finished_job_is_announced_once,
     claims::idle_announcements_reach_subscribers_and_wake_no_one,
     leases::expired_lease_is_requeued_and_claimed_again,
     leases::heartbeat_keeps_lease_alive,
