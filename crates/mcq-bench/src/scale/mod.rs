@@ -163,8 +163,8 @@ pub fn scale(
 ) -> anyhow::Result<ScaleReport> {
     if !plan.database_url.starts_with("postgres") {
         bail!(
-            "mcq bench scale needs PostgreSQL (a fleet of worker processes cannot share \
-             the embedded SQLite store); give --database-url postgres://…"
+            "needs PostgreSQL (a fleet of worker processes cannot share the embedded \
+             SQLite store); give --database-url postgres://…"
         );
     }
     if plan.pool_size < 2 {
