@@ -263,19 +263,9 @@ mod tests {
     fn trial(platform: Platform, trial: u32, wall_ms: f64, slots: u32) -> TrialRecord {
         let compute_ms = 900.0;
         TrialRecord {
-            platform,
-            runs: 1000,
-            trial,
-            position: 1,
-            cold: trial == 1,
-            calls: 10,
-            slots,
-            wall_ms,
             compute_ms,
             overhead_per_job_ms: TrialRecord::overhead_per_job(slots, wall_ms, compute_ms, 10),
-            succeeded: 10,
-            mean_price: 9.5,
-            polls: 0,
+            ..TrialRecord::timed(platform, 1000, trial, slots, wall_ms)
         }
     }
 

@@ -76,14 +76,7 @@ pub struct BreakEven {
 
 /// Builds the sweep points from the measurements and finds both crossings.
 pub(crate) fn analyse(trials: &[TrialRecord], jobs: &[JobRecord]) -> BreakEven {
-    let mut levels: Vec<u64> = trials.iter().map(|t| t.runs).collect();
-    levels.sort_unstable();
-    levels.dedup();
-    // Warm walls per level, in the order local-1, local-all, service.
-    let walls: Vec<[Vec<f64>; 3]> = levels
-        .iter()
-        .map(|&runs| Platform::ALL.map(|p| warm_walls(trials, p, runs)))
-        .collect();
+    let (levels, walls) = walls_by_level(trials);
     let compute: Vec<Option<f64>> = levels
         .iter()
         .map(|&runs| local_1_compute(jobs, runs))
@@ -93,35 +86,82 @@ pub(crate) fn analyse(trials: &[TrialRecord], jobs: &[JobRecord]) -> BreakEven {
         .zip(&walls)
         .zip(&compute)
         .map(|((&runs, walls), &compute)| {
-            let med = |w: &Vec<f64>| (!w.is_empty()).then(|| median(w));
+            let [local_1, local_all, service] = medians_of(walls);
             SweepPoint {
                 runs,
                 local_1_compute_per_call_ms: compute,
-                local_1_ms: med(&walls[0]),
-                local_all_ms: med(&walls[1]),
-                service_ms: med(&walls[2]),
+                local_1_ms: local_1,
+                local_all_ms: local_all,
+                service_ms: service,
                 local_1_interval_ms: median_interval(&walls[0]),
                 local_all_interval_ms: median_interval(&walls[1]),
                 service_interval_ms: median_interval(&walls[2]),
             }
         })
         .collect();
-    let medians: Vec<[Option<f64>; 3]> = points
-        .iter()
-        .map(|p| [p.local_1_ms, p.local_all_ms, p.service_ms])
-        .collect();
-    let with_interval = |mark: Mark| {
-        let found = find(&levels, &compute, &medians, mark)?;
-        Some(Crossing {
-            runs_interval: crossing_interval(&levels, &compute, &walls, mark),
-            ..found
-        })
+    let crossing_of = |mark: Mark| {
+        crossing_with_interval(&walls, |medians| find(&levels, &compute, medians, mark))
     };
     BreakEven {
-        service_beats_local_1: with_interval(Mark::BeatsLocal1),
-        service_reaches_90pct_of_local_all: with_interval(Mark::Reaches90PctOfLocalAll),
+        service_beats_local_1: crossing_of(Mark::BeatsLocal1),
+        service_reaches_90pct_of_local_all: crossing_of(Mark::Reaches90PctOfLocalAll),
         points,
     }
+}
+
+/// Warm walls of every platform at one level, in the order of
+/// [`Platform::ALL`] (empty where a platform did not run).
+pub(crate) type LevelWalls = [Vec<f64>; 3];
+
+/// Medians of [`LevelWalls`], `None` where a platform did not run.
+pub(crate) type LevelMedians = [Option<f64>; 3];
+
+/// The levels that ran, ascending, and every platform's warm walls at each.
+pub(crate) fn walls_by_level(trials: &[TrialRecord]) -> (Vec<u64>, Vec<LevelWalls>) {
+    let mut levels: Vec<u64> = trials.iter().map(|t| t.runs).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let walls = levels
+        .iter()
+        .map(|&runs| Platform::ALL.map(|p| warm_walls(trials, p, runs)))
+        .collect();
+    (levels, walls)
+}
+
+fn medians_of(walls: &LevelWalls) -> LevelMedians {
+    walls.each_ref().map(|w| (!w.is_empty()).then(|| median(w)))
+}
+
+/// The crossing `find` locates in the median walls of every level, with
+/// its 95% bootstrap interval: every non-empty (level, platform) group of
+/// warm walls is resampled on its own and `find` runs again on the
+/// resampled medians. A resample that never crosses counts as +∞.
+pub(crate) fn crossing_with_interval(
+    walls: &[LevelWalls],
+    find: impl Fn(&[LevelMedians]) -> Option<Crossing>,
+) -> Option<Crossing> {
+    let medians: Vec<LevelMedians> = walls.iter().map(medians_of).collect();
+    let found = find(&medians)?;
+    let groups: Vec<(usize, usize)> = (0..walls.len())
+        .flat_map(|l| (0..3).map(move |p| (l, p)))
+        .filter(|&(l, p)| !walls[l][p].is_empty())
+        .collect();
+    let sizes: Vec<usize> = groups.iter().map(|&(l, p)| walls[l][p].len()).collect();
+    let runs_interval = Bootstrap::default().interval(&sizes, |picks| {
+        let mut medians = vec![[None; 3]; walls.len()];
+        for (&(l, p), pick) in groups.iter().zip(picks) {
+            medians[l][p] = Some(median_at(&walls[l][p], pick));
+        }
+        match find(&medians) {
+            Some(c) if c.kind == CrossingKind::NotReached => f64::INFINITY,
+            Some(c) => c.runs.unwrap_or(f64::NAN),
+            None => f64::NAN,
+        }
+    });
+    Some(Crossing {
+        runs_interval,
+        ..found
+    })
 }
 
 /// Median warm kernel time of one `local-1` call at one level (all trials
@@ -150,7 +190,7 @@ impl Mark {
     /// The condition's margin as a log ratio (≥ 0 where it holds), so the
     /// interpolated crossing is where the straight segments of the log-log
     /// chart cross. Medians in the order local-1, local-all, service.
-    fn margin(self, m: &[Option<f64>; 3]) -> Option<f64> {
+    fn margin(self, m: &LevelMedians) -> Option<f64> {
         match self {
             Mark::BeatsLocal1 => Some((m[0]? / m[2]?).ln()),
             Mark::Reaches90PctOfLocalAll => Some((m[1]? / m[2]? / EFFICIENCY_MARK).ln()),
@@ -161,7 +201,7 @@ impl Mark {
 fn find(
     levels: &[u64],
     compute: &[Option<f64>],
-    medians: &[[Option<f64>; 3]],
+    medians: &[LevelMedians],
     mark: Mark,
 ) -> Option<Crossing> {
     let known: Vec<Margin> = levels
@@ -173,34 +213,8 @@ fn find(
     (!known.is_empty()).then(|| crossing(&known))
 }
 
-/// Bootstraps the crossing's position: every non-empty (level, platform)
-/// group of warm walls is resampled on its own.
-fn crossing_interval(
-    levels: &[u64],
-    compute: &[Option<f64>],
-    walls: &[[Vec<f64>; 3]],
-    mark: Mark,
-) -> Option<Interval> {
-    let groups: Vec<(usize, usize)> = (0..walls.len())
-        .flat_map(|l| (0..3).map(move |p| (l, p)))
-        .filter(|&(l, p)| !walls[l][p].is_empty())
-        .collect();
-    let sizes: Vec<usize> = groups.iter().map(|&(l, p)| walls[l][p].len()).collect();
-    Bootstrap::default().interval(&sizes, |picks| {
-        let mut medians = vec![[None; 3]; walls.len()];
-        for (&(l, p), pick) in groups.iter().zip(picks) {
-            medians[l][p] = Some(median_at(&walls[l][p], pick));
-        }
-        match find(levels, compute, &medians, mark) {
-            Some(c) if c.kind == CrossingKind::NotReached => f64::INFINITY,
-            Some(c) => c.runs.unwrap_or(f64::NAN),
-            None => f64::NAN,
-        }
-    })
-}
-
 /// (runs, margin, compute per call) for every point where the margin is known.
-type Margin = (f64, f64, Option<f64>);
+pub(crate) type Margin = (f64, f64, Option<f64>);
 
 /// Finds the first level from which `margin >= 0` holds for all larger
 /// levels (noise can make a single small level look good), interpolating
@@ -270,24 +284,6 @@ mod tests {
         assert!((noisy.runs.unwrap() - 10f64.powf(4.5)).abs() < 1e-6);
     }
 
-    fn wall(platform: Platform, runs: u64, trial: u32, wall_ms: f64) -> TrialRecord {
-        TrialRecord {
-            platform,
-            runs,
-            trial,
-            position: 1,
-            cold: trial == 1,
-            calls: 10,
-            slots: 1,
-            wall_ms,
-            compute_ms: 0.0,
-            overhead_per_job_ms: 0.0,
-            succeeded: 10,
-            mean_price: 9.5,
-            polls: 0,
-        }
-    }
-
     #[test]
     fn the_crossing_has_a_bootstrap_interval_around_it() {
         // local-1 takes 10·r µs, the service 5·r µs + 50 ms, each trial
@@ -297,13 +293,10 @@ mod tests {
             for trial in 1..=11u32 {
                 let noise = 1.0 + 0.1 * ((f64::from(trial) * 0.618).fract() - 0.5) * 2.0;
                 let r = runs as f64;
-                trials.push(wall(Platform::Local1, runs, trial, 0.01 * r * noise));
-                trials.push(wall(
-                    Platform::Service,
-                    runs,
-                    trial,
-                    (0.005 * r + 50.0) / noise,
-                ));
+                let wall =
+                    |platform, wall_ms| TrialRecord::timed(platform, runs, trial, 1, wall_ms);
+                trials.push(wall(Platform::Local1, 0.01 * r * noise));
+                trials.push(wall(Platform::Service, (0.005 * r + 50.0) / noise));
             }
         }
         let analysis = analyse(&trials, &[]);

@@ -228,6 +228,7 @@ mod tests {
                 cloud_granularity_s: 1.0,
             },
             &levels,
+            &measured.trials,
         );
         let files = draw_charts(
             &plan,

@@ -95,7 +95,9 @@ pub fn compare(
     let levels = summarise(&measured.trials, &measured.jobs);
     let break_even =
         (plan.levels.len() > 1).then(|| breakeven::analyse(&measured.trials, &measured.jobs));
-    let cost = plan.cost.map(|model| cost::analyse(model, &levels));
+    let cost = plan
+        .cost
+        .map(|model| cost::analyse(model, &levels, &measured.trials));
 
     output::write_csv(&out_dir.join(TRIALS_CSV), &measured.trials)?;
     output::write_csv(&out_dir.join(JOBS_CSV), &measured.jobs)?;

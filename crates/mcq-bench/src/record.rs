@@ -106,3 +106,33 @@ pub struct JobRecord {
     /// none, and the compute is assumed to follow the first claim.
     pub phases_measured: bool,
 }
+
+#[cfg(test)]
+impl TrialRecord {
+    /// A trial of 10 calls that held `slots` cores for `wall_ms`, the
+    /// first of its platform and level cold: what the analyses' tests
+    /// feed in.
+    pub(crate) fn timed(
+        platform: Platform,
+        runs: u64,
+        trial: u32,
+        slots: u32,
+        wall_ms: f64,
+    ) -> Self {
+        TrialRecord {
+            platform,
+            runs,
+            trial,
+            position: 1,
+            cold: trial == 1,
+            calls: 10,
+            slots,
+            wall_ms,
+            compute_ms: 0.0,
+            overhead_per_job_ms: 0.0,
+            succeeded: 10,
+            mean_price: 9.5,
+            polls: 0,
+        }
+    }
+}

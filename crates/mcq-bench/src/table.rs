@@ -151,7 +151,8 @@ pub(crate) fn describe(crossing: Option<&Crossing>) -> String {
         None => "not measured (needs the platforms to compare)".to_owned(),
         Some(c) => {
             let runs = c.runs.map_or("-".to_owned(), |r| format!("{r:.0}"));
-            let compute = num(c.compute_per_call_ms, 3);
+            // The cost break-even knows no kernel time: say nothing then.
+            let compute = c.compute_per_call_ms.filter(|ms| ms.is_finite());
             let ci = c.runs_interval.map_or(String::new(), |ci| {
                 let high = if ci.high.is_infinite() {
                     "beyond the largest level".to_owned()
@@ -161,12 +162,18 @@ pub(crate) fn describe(crossing: Option<&Crossing>) -> String {
                 format!(", 95% CI [{:.0}, {high}]", ci.low)
             });
             match c.kind {
-                CrossingKind::Interpolated => {
-                    format!("≈ {runs} runs per call{ci} (≈ {compute} ms of compute per call)")
-                }
-                CrossingKind::AtOrBelowSmallest => {
-                    format!("at or below the smallest level, {runs} runs ({compute} ms per call)")
-                }
+                CrossingKind::Interpolated => match compute {
+                    Some(ms) => {
+                        format!("≈ {runs} runs per call{ci} (≈ {ms:.3} ms of compute per call)")
+                    }
+                    None => format!("≈ {runs} runs per call{ci}"),
+                },
+                CrossingKind::AtOrBelowSmallest => match compute {
+                    Some(ms) => {
+                        format!("at or below the smallest level, {runs} runs ({ms:.3} ms per call)")
+                    }
+                    None => format!("at or below the smallest level, {runs} runs"),
+                },
                 CrossingKind::NotReached => "not reached at the largest level measured".to_owned(),
             }
         }

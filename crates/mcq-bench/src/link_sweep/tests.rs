@@ -75,7 +75,7 @@ fn run(link: &str) -> LinkRun {
         ),
         warnings: vec![format!("a warning of the {link} run")],
         break_even: Some(breakeven::analyse(&trials, &[])),
-        cost: Some(cost::analyse(model, &levels)),
+        cost: Some(cost::analyse(model, &levels, &trials)),
         levels,
         files: Vec::new(),
     };
@@ -130,9 +130,10 @@ fn crossings_move_with_the_rtt_and_match_each_run() {
                 .unwrap()
                 .service_cheaper_than_local_1
         );
-        let ci = p.service_beats_local_1.unwrap().runs_interval.unwrap();
-        let r = p.service_beats_local_1.unwrap().runs.unwrap();
-        assert!(ci.low <= r && r <= ci.high, "{ci:?} around {r}");
+        for crossing in [p.service_beats_local_1, p.service_cheaper_than_local_1] {
+            let (r, ci) = crossing.and_then(|c| c.runs.zip(c.runs_interval)).unwrap();
+            assert!(ci.low <= r && r <= ci.high, "{ci:?} around {r}");
+        }
         assert_eq!(p.speedups.len(), LEVELS.len());
     }
     // 90% of local-all needs the fixed part at most 1/9 of the compute:
@@ -180,6 +181,13 @@ fn the_sweep_writes_its_files_and_lists_exactly_them() {
     assert_eq!(rows[0][5].to_owned(), "service_beats_local_1");
     assert_eq!(rows[0][7].parse::<f64>().unwrap(), first.as_f64().unwrap());
     assert_eq!(json["links"][2]["profile"]["rtt"], 70.0);
+    // The cost break-even's interval sits in the CSV as the time ones' do.
+    let cheaper = &json["links"][0]["service_cheaper_than_local_1"]["runs_interval"];
+    assert_eq!(rows[2][5].to_owned(), "service_cheaper_than_local_1");
+    assert_eq!(
+        rows[2][8].parse::<f64>().unwrap(),
+        cheaper["low"].as_f64().unwrap()
+    );
 
     // The table says where each link's service wins, with the warnings.
     let md = std::fs::read_to_string(dir.join(LINKS_MD)).unwrap();

@@ -374,6 +374,11 @@ fn compare_runs_end_to_end_and_writes_every_output() {
     let cost = &summary["cost"];
     assert_eq!(cost["model"]["cloud_granularity_s"], 60.0);
     assert_eq!(cost["rows"].as_array().map(Vec::len), Some(6));
+    // The cost break-even carries its bootstrap interval, as the time one does.
+    assert_eq!(
+        cost["service_cheaper_than_local_1"]["runs_interval"]["method"], "bootstrap",
+        "{cost}"
+    );
     assert!(stdout.contains("cost per batch"), "{stdout}");
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     for part in [
