@@ -5,7 +5,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, header, legend, tint};
+use super::{
+    Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, draw_crossing_band, fail, header, legend, tint,
+};
 use crate::breakeven::{BreakEven, CrossingKind};
 use crate::platform::Platform;
 
@@ -133,23 +135,8 @@ impl Chart for BreakEvenChart<'_> {
                 continue;
             };
             let style = c.stroke_width(2);
-            // The crossing's 95% interval as a band (clipped to the axis
-            // when it is open above).
             if let Some(ci) = crossing.runs_interval {
-                let high = if ci.high.is_finite() {
-                    ci.high
-                } else {
-                    x1 * 1.5
-                };
-                chart
-                    .draw_series(std::iter::once(Rectangle::new(
-                        [
-                            (ci.low.max(x0 / 1.5), y0 / 1.5),
-                            (high.min(x1 * 1.5), y1 * 1.5),
-                        ],
-                        c.mix(0.08).filled(),
-                    )))
-                    .map_err(fail("the break-even chart"))?;
+                draw_crossing_band(&mut chart, ci, c)?;
             }
             chart
                 .draw_series(DashedLineSeries::new(

@@ -1,13 +1,16 @@
 //! Cost per batch against paths per call, per platform, on log-log axes,
 //! with the 95% interval of each cost as a whisker and the cost
-//! break-even marked.
+//! break-even marked over the band of its own interval.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, fail, header, legend};
+use super::{
+    Chart, FAMILY, LEGEND_WIDTH, Swatch, colour, draw_crossing_band, fail, header, legend, tint,
+};
 use crate::breakeven::CrossingKind;
 use crate::cost::CostSummary;
+use crate::interval::Interval;
 use crate::platform::Platform;
 
 /// The costs to draw.
@@ -99,6 +102,9 @@ impl Chart for CostChart<'_> {
             && crossing.kind != CrossingKind::NotReached
             && let Some(runs) = crossing.runs
         {
+            if let Some(ci) = crossing.runs_interval {
+                draw_crossing_band(&mut chart, ci, BLACK)?;
+            }
             chart
                 .draw_series(DashedLineSeries::new(
                     vec![(runs, y0 / 1.5), (runs, y1 * 1.5)],
@@ -109,6 +115,13 @@ impl Chart for CostChart<'_> {
                 .map_err(fail("the cost chart"))?;
             entries.push((Swatch::Dashed(BLACK), "service cheaper than".to_owned()));
             entries.push((Swatch::Dashed(BLACK), format!("local-1: {runs:.0} runs")));
+            if let Some(ci) = crossing.runs_interval {
+                entries.push((
+                    Swatch::Block(tint(BLACK, 0.15)),
+                    "band: 95% interval,".to_owned(),
+                ));
+                entries.push((Swatch::Block(RGBColor(255, 255, 255)), band_text(ci)));
+            }
         }
         entries.push((
             Swatch::Block(RGBColor(255, 255, 255)),
@@ -122,5 +135,87 @@ impl Chart for CostChart<'_> {
             ),
         ));
         legend(&panel, &entries)
+    }
+}
+
+/// The ends of a crossing's interval for the legend, short enough for its
+/// panel at any level (`5.4e3 to 1.2e5 runs`; `∞` when open above).
+fn band_text(ci: Interval) -> String {
+    let high = if ci.high.is_finite() {
+        format!("{:.1e}", ci.high)
+    } else {
+        "∞".to_owned()
+    };
+    format!("{:.1e} to {high} runs", ci.low)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breakeven::Crossing;
+    use crate::cost::{CostModel, CostRow};
+    use crate::interval::Method;
+
+    #[test]
+    fn the_cost_break_even_is_drawn_over_the_band_of_its_interval() {
+        let row = |platform, runs: u64, per_batch| CostRow {
+            platform,
+            runs,
+            slots: 1,
+            per_batch,
+            per_batch_interval: None,
+        };
+        let cost = CostSummary {
+            model: CostModel {
+                local_per_core_hour: 0.04,
+                cloud_per_core_hour: 0.05,
+                cloud_granularity_s: 1.0,
+            },
+            rows: vec![
+                row(Platform::Local1, 1_000, 1e-4),
+                row(Platform::Local1, 100_000, 1e-2),
+                row(Platform::Service, 1_000, 1e-3),
+                row(Platform::Service, 100_000, 1e-3),
+            ],
+            service_cheaper_than_local_1: Some(Crossing {
+                kind: CrossingKind::Interpolated,
+                runs: Some(1e4),
+                compute_per_call_ms: None,
+                runs_interval: Some(Interval {
+                    low: 5_400.0,
+                    high: f64::INFINITY,
+                    confidence: 0.95,
+                    method: Method::Bootstrap,
+                }),
+            }),
+        };
+        let chart = CostChart {
+            cost: &cost,
+            calls: 10,
+            context: "service: SQLite (embedded), link loopback".to_owned(),
+        };
+        super::super::register_font().unwrap();
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, chart.size()).into_drawing_area();
+            root.fill(&WHITE).unwrap();
+            chart.draw(&root).unwrap();
+            root.present().unwrap();
+        }
+        assert!(svg.contains("band: 95% interval,"), "{svg}");
+        assert!(svg.contains("5.4e3 to ∞ runs"), "{svg}");
+        // The band: the only faint black rectangle, and a wide one, since
+        // an interval open above runs to the axis' right edge.
+        let band = svg
+            .lines()
+            .find(|l| l.contains("<rect") && l.contains(r##"opacity="0.08" fill="#000000""##))
+            .unwrap_or_else(|| panic!("no band in {svg}"));
+        let width: f64 = band
+            .split("width=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("{band}"));
+        assert!(width > 100.0, "{band}");
     }
 }

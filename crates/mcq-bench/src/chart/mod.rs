@@ -22,6 +22,7 @@ pub(crate) use scale::ScaleChart;
 pub(crate) use timeline::TimelineChart;
 pub(crate) use wall::WallChart;
 
+use crate::interval::Interval;
 use crate::platform::Platform;
 
 /// DejaVu Sans (see `assets/DejaVuSans-LICENSE.txt`): the only font the charts use.
@@ -179,6 +180,29 @@ pub(crate) fn header<DB: DrawingBackend>(
 pub(crate) fn tint(c: RGBColor, amount: f64) -> RGBColor {
     let blend = |v: u8| (255.0 - (255.0 - f64::from(v)) * amount).round() as u8;
     RGBColor(blend(c.0), blend(c.1), blend(c.2))
+}
+
+/// Draws the 95% interval `ci` of a crossing's paths per call as a faint
+/// band of `c` over the whole height of `chart`, clipped to its x axis: an
+/// interval open above runs to the right edge.
+pub(crate) fn draw_crossing_band<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    ci: Interval,
+    c: RGBColor,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let (x, y) = (chart.x_range(), chart.y_range());
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(ci.low.max(x.start), y.start), (ci.high.min(x.end), y.end)],
+            c.mix(0.08).filled(),
+        )))
+        .map_err(fail("a crossing's interval"))?;
+    Ok(())
 }
 
 /// Upper end of an axis starting at zero: a bit above the largest value.
