@@ -181,7 +181,7 @@ pub(crate) fn analyse(
 pub(crate) fn render_markdown(cost: &CostSummary) -> String {
     let m = &cost.model;
     let mut out = format!(
-        "Local cores {:.4} per core-hour, cloud cores {:.4} per core-hour billed per {} s \
+        "Local cores {} per core-hour, cloud cores {} per core-hour billed per {} s \
          per batch.\n\n| platform | runs | cores | cost per batch [95% CI] |\n|---|---|---|---|\n",
         m.local_per_core_hour, m.cloud_per_core_hour, m.cloud_granularity_s
     );

@@ -125,12 +125,12 @@ impl Chart for CostChart<'_> {
         }
         entries.push((
             Swatch::Block(RGBColor(255, 255, 255)),
-            format!("local {:.3}/core-h", m.local_per_core_hour),
+            format!("local {}/core-h", m.local_per_core_hour),
         ));
         entries.push((
             Swatch::Block(RGBColor(255, 255, 255)),
             format!(
-                "cloud {:.3}/core-h per {} s",
+                "cloud {}/core-h per {} s",
                 m.cloud_per_core_hour, m.cloud_granularity_s
             ),
         ));
