@@ -4,6 +4,7 @@
 use std::process::Command;
 
 use anyhow::{Context as _, bail};
+use mcq_api_types::JobView;
 use mcq_kernel::Spec;
 use mcq_queue::Store;
 use mcq_tests::McqProcess;
@@ -28,6 +29,53 @@ pub(crate) async fn assert_exactly_once(
     jobs_in_db: usize,
     processes: &[&McqProcess],
 ) -> anyhow::Result<()> {
+    let jobs = assert_batch(store, batch_id, specs, processes).await?;
+    assert_database(url, jobs_in_db).await?;
+    for (job, spec) in [jobs.first(), jobs.last()]
+        .into_iter()
+        .flatten()
+        .zip([specs.first(), specs.last()].into_iter().flatten())
+    {
+        assert_same_as_mcq_price(job, spec)?;
+    }
+    Ok(())
+}
+
+/// [`assert_exactly_once`] for a database holding `batches` and nothing
+/// else: each batch is checked job by job, the database as a whole once,
+/// and `mcq price` is asked about the very first and very last job, so the
+/// check grows with the jobs rather than with jobs times batches.
+pub(crate) async fn assert_all_exactly_once(
+    url: &str,
+    store: &Store,
+    batches: &[(Uuid, Vec<Spec>)],
+    processes: &[&McqProcess],
+) -> anyhow::Result<()> {
+    let mut ends = Vec::new();
+    for (i, (id, specs)) in batches.iter().enumerate() {
+        let jobs = assert_batch(store, *id, specs, processes).await?;
+        if i == 0 {
+            ends.extend(jobs.first().cloned().zip(specs.first().cloned()));
+        }
+        if i + 1 == batches.len() {
+            ends.extend(jobs.last().cloned().zip(specs.last().cloned()));
+        }
+    }
+    assert_database(url, batches.iter().map(|(_, specs)| specs.len()).sum()).await?;
+    for (job, spec) in &ends {
+        assert_same_as_mcq_price(job, spec)?;
+    }
+    Ok(())
+}
+
+/// Waits for one batch to finish whole, each job with the in-process
+/// result, and returns its jobs.
+async fn assert_batch(
+    store: &Store,
+    batch_id: Uuid,
+    specs: &[Spec],
+    processes: &[&McqProcess],
+) -> anyhow::Result<Vec<JobView>> {
     let jobs = batch::finish_and_check(store, batch_id, processes, specs).await?;
     let view = batch::view(store, batch_id).await?;
     assert_eq!(
@@ -35,6 +83,12 @@ pub(crate) async fn assert_exactly_once(
         specs.len() as u64,
         "the batch holds every submitted job"
     );
+    Ok(jobs)
+}
+
+/// One result per job, `jobs_in_db` jobs in all, all succeeded, and no
+/// task left queued or running.
+async fn assert_database(url: &str, jobs_in_db: usize) -> anyhow::Result<()> {
     let expected = i64::try_from(jobs_in_db)?;
     for (what, sql) in [
         ("jobs", "SELECT count(*) FROM jobs"),
@@ -53,24 +107,23 @@ pub(crate) async fn assert_exactly_once(
     )
     .await?;
     assert_eq!(unfinished, 0, "tasks left queued or running");
-    for (job, spec) in [jobs.first(), jobs.last()]
-        .into_iter()
-        .flatten()
-        .zip([specs.first(), specs.last()].into_iter().flatten())
-    {
-        let printed = mcq_price(spec)?;
-        let got = job
-            .result
-            .as_ref()
-            .context("a succeeded job has a result")?;
-        assert_eq!(
-            got.price.to_bits(),
-            printed.to_bits(),
-            "job {} against `mcq price`: {} vs {printed}",
-            job.id,
-            got.price
-        );
-    }
+    Ok(())
+}
+
+/// A job's price equals, bit for bit, what `mcq price` prints for its spec.
+fn assert_same_as_mcq_price(job: &JobView, spec: &Spec) -> anyhow::Result<()> {
+    let printed = mcq_price(spec)?;
+    let got = job
+        .result
+        .as_ref()
+        .context("a succeeded job has a result")?;
+    assert_eq!(
+        got.price.to_bits(),
+        printed.to_bits(),
+        "job {} against `mcq price`: {} vs {printed}",
+        job.id,
+        got.price
+    );
     Ok(())
 }
 
