@@ -16,17 +16,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mcq_kernel::Spec;
-use mcq_queue::Store;
 use mcq_tests::{McqProcess, TempDir};
 use sqlx::Connection as _;
-use uuid::Uuid;
 
+use super::backlog::{self, Backlog};
 use super::outcome;
 use crate::process::batch;
 
-/// Jobs per submitted batch, and the backlog the submitter keeps queued.
-const BATCH: usize = 200;
-const BACKLOG: u64 = 1000;
+/// Tiny jobs, in batches of 200, a thousand kept queued.
+const BACKLOG: Backlog = Backlog {
+    batch: 200,
+    jobs: 1000,
+    first_seed: 40_000,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_flow_while_a_long_transaction_holds_the_horizon() -> anyhow::Result<()> {
@@ -50,7 +52,16 @@ async fn jobs_flow_while_a_long_transaction_holds_the_horizon() -> anyhow::Resul
     let refs: Vec<&McqProcess> = workers.iter().collect();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let submitter = tokio::spawn(keep_queued(store.clone(), stop.clone()));
+    let submitter = tokio::spawn(backlog::keep_queued(
+        store.clone(),
+        stop.clone(),
+        BACKLOG,
+        |seed| Spec {
+            runs: Some(1000),
+            seed: Some(seed),
+            ..Spec::default()
+        },
+    ));
     // Jobs flowing before anything is measured.
     wait_for_succeeded(&url, 1, &refs).await?;
 
@@ -122,39 +133,6 @@ async fn measure(url: &str, length: Duration) -> anyhow::Result<Phase> {
     )
     .await?;
     Ok(Phase { jobs, took, dead })
-}
-
-/// Submits batches of tiny jobs whenever fewer than `BACKLOG` wait, until
-/// `stop`; returns every batch with its specs.
-async fn keep_queued(
-    store: Store,
-    stop: Arc<AtomicBool>,
-) -> anyhow::Result<Vec<(Uuid, Vec<Spec>)>> {
-    let mut batches: Vec<(Uuid, Vec<Spec>)> = Vec::new();
-    let mut seed = 40_000;
-    // Batches finish in order, so the unfinished ones are among the last.
-    let recent = 1 + BACKLOG as usize / BATCH;
-    while !stop.load(Ordering::Relaxed) {
-        let mut waiting = 0;
-        for (id, _) in batches.iter().rev().take(recent) {
-            let view = batch::view(&store, *id).await?;
-            waiting += view.counts.queued + view.counts.running;
-        }
-        if waiting < BACKLOG {
-            let specs: Vec<Spec> = (0..BATCH as u64)
-                .map(|i| Spec {
-                    runs: Some(1000),
-                    seed: Some(seed + i),
-                    ..Spec::default()
-                })
-                .collect();
-            seed += BATCH as u64;
-            let id = batch::submit(&store, specs.clone()).await?;
-            batches.push((id, specs));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(batches)
 }
 
 /// Waits until at least `n` jobs succeeded.

@@ -11,13 +11,17 @@
 //! wall-clock time tighter than its bound of tens of seconds.
 //!
 //! Covered elsewhere and not repeated here: one worker SIGKILLed
-//! (`process::kill`), a frozen worker (`process::freeze`), an immediate
-//! restart under workers alone (`process::restart`), and `max_connections`
-//! pressure (`process::connections`).
+//! (`process::kill`), the late completions of a frozen worker one round
+//! at a time (`process::freeze`; `frozen` here measures what a freeze
+//! costs the others), an immediate restart under workers alone
+//! (`process::restart`), and `max_connections` pressure
+//! (`process::connections`).
 
 mod api;
+mod backlog;
 mod database;
 mod embedded;
+mod frozen;
 mod horizon;
 mod kills;
 mod outcome;
