@@ -6,7 +6,7 @@ use mcq_kernel::Spec;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::Sweep;
+use crate::{BatchGrid, Sweep};
 
 /// Body of `POST /v1/batches`: either the jobs, or a sweep over a base
 /// spec, which the server expands into one job per grid point (times
@@ -213,6 +213,17 @@ pub struct BatchView {
     /// Jobs per grid point, with `sweep`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<u32>,
+}
+
+impl BatchView {
+    /// The grid the batch was submitted as, with its jobs per point; `None`
+    /// for a batch that is not a sweep.
+    pub fn grid(&self) -> Option<BatchGrid> {
+        self.sweep.clone().map(|sweep| BatchGrid {
+            sweep,
+            repeat: self.repeat.unwrap_or(1),
+        })
+    }
 }
 
 /// One page of batches (`GET /v1/batches`), newest first.

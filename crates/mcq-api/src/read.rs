@@ -4,7 +4,9 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::{Extension, Json};
 use mcq_api_types::{BatchCancelled, BatchView, JobCancelled, JobPage, JobView, Problem};
+use mcq_queue::Scope;
 use serde::Deserialize;
+use uuid::Uuid;
 
 use crate::AppState;
 use crate::access::Caller;
@@ -120,16 +122,7 @@ pub(crate) async fn get_batch(
 ) -> Result<Json<BatchView>, ApiError> {
     let id = parse_id(&raw, "batch")?;
     let wait = wait_of(&state, query)?;
-    let read = || async {
-        state
-            .store
-            .batch(id, caller.scope())
-            .await?
-            .ok_or_else(|| ApiError::NotFound {
-                what: "batch",
-                id: raw.clone(),
-            })
-    };
+    let read = || batch_or_not_found(&state, id, &raw, caller.scope());
     let wake = (!wait.is_zero()).then(|| Wake {
         events: state.store.finished_events(),
         key: |view: &BatchView| view.id,
@@ -147,6 +140,24 @@ pub(crate) async fn get_batch(
     )
     .await?;
     Ok(Json(view))
+}
+
+/// The batch `id` as `scope` may see it, or the 404 that names it as the
+/// caller wrote it (`raw`).
+pub(crate) async fn batch_or_not_found(
+    state: &AppState,
+    id: Uuid,
+    raw: &str,
+    scope: Scope,
+) -> Result<BatchView, ApiError> {
+    state
+        .store
+        .batch(id, scope)
+        .await?
+        .ok_or_else(|| ApiError::NotFound {
+            what: "batch",
+            id: raw.to_owned(),
+        })
 }
 
 /// Query of `GET /v1/batches/{id}/jobs`; strings so that bad values get our

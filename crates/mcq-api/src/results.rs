@@ -9,7 +9,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use mcq_api_types::{BatchGrid, JobView, Problem, ResultRow, ResultsPage};
+use mcq_api_types::{JobView, Problem, ResultRow, ResultsPage};
 use mcq_queue::{MAX_PAGE, Scope, Store};
 use serde::Deserialize;
 use serde_json::Value;
@@ -19,7 +19,7 @@ use crate::AppState;
 use crate::access::Caller;
 use crate::extract::{RawId, parse_id, parse_uuid};
 use crate::problem::ApiError;
-use crate::read::parse_limit;
+use crate::read::{batch_or_not_found, parse_limit};
 use crate::table::{Columns, Format};
 
 /// Query of `GET /v1/batches/{id}/results`; strings so that bad values
@@ -80,18 +80,7 @@ pub(crate) async fn batch_results(
         })?,
     };
     let scope = caller.scope();
-    let view = state
-        .store
-        .batch(id, scope)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            what: "batch",
-            id: raw.clone(),
-        })?;
-    let grid = view.sweep.map(|sweep| BatchGrid {
-        sweep,
-        repeat: view.repeat.unwrap_or(1),
-    });
+    let grid = batch_or_not_found(&state, id, &raw, scope).await?.grid();
     let (point_fields, delta) = match &grid {
         Some(grid) => {
             // Every job of a sweep shares the base spec: the first tells

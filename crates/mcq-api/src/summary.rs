@@ -4,8 +4,7 @@
 use axum::extract::State;
 use axum::{Extension, Json};
 use mcq_api_types::{
-    BatchGrid, BatchSummary, GridPoint, JobState, JobView, PointPrice, PointSummary, Problem,
-    StateCounts,
+    BatchSummary, GridPoint, JobState, JobView, PointPrice, PointSummary, Problem, StateCounts,
 };
 use mcq_queue::MAX_PAGE;
 
@@ -13,6 +12,7 @@ use crate::AppState;
 use crate::access::Caller;
 use crate::extract::{RawId, parse_id};
 use crate::problem::ApiError;
+use crate::read::batch_or_not_found;
 
 /// Counts and prices per grid point, read a page of jobs at a time.
 #[utoipa::path(
@@ -33,18 +33,8 @@ pub(crate) async fn batch_summary(
     RawId(raw): RawId,
 ) -> Result<Json<BatchSummary>, ApiError> {
     let id = parse_id(&raw, "batch")?;
-    let view = state
-        .store
-        .batch(id, caller.scope())
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            what: "batch",
-            id: raw.clone(),
-        })?;
-    let grid = view.sweep.clone().map(|sweep| BatchGrid {
-        sweep,
-        repeat: view.repeat.unwrap_or(1),
-    });
+    let view = batch_or_not_found(&state, id, &raw, caller.scope()).await?;
+    let grid = view.grid();
     let repeat = u64::from(grid.as_ref().map_or(1, |g| g.repeat.max(1)));
     let points = grid.as_ref().and_then(|g| g.sweep.points()).unwrap_or(1);
     let mut groups: Vec<Group> = (0..points).map(|_| Group::default()).collect();
