@@ -42,7 +42,7 @@ use uuid::Uuid;
 
 use super::backlog::{self, Backlog};
 use super::outcome;
-use crate::process::batch;
+use crate::process::{batch, freeze};
 
 /// Lease of every worker, in seconds; the heartbeat comes every 0.3 s.
 const LEASE: &str = "2";
@@ -122,15 +122,7 @@ async fn the_others_keep_their_throughput_while_one_worker_is_frozen() -> anyhow
     .await?;
 
     // Its lost leases are refused or stopped, and counted.
-    victim.terminate()?;
-    let status = victim.wait_timeout(Duration::from_secs(60))?;
-    assert!(status.success(), "{status:?}\n{}", victim.logs());
-    let count = |field| {
-        victim
-            .exit_count(field)
-            .unwrap_or_else(|| panic!("the exit line counts {field}\n{}", victim.logs()))
-    };
-    let (refused, cancelled) = (count("refused"), count("cancelled"));
+    let (refused, cancelled) = freeze::late_work(&mut victim)?;
     let rate = |p: &Phase| p.others as f64 / p.took.as_secs_f64();
     let around = (rate(&before) + rate(&after)) / 2.0;
     let ratio = rate(&frozen) / around;

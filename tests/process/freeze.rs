@@ -69,15 +69,7 @@ async fn a_frozen_worker_does_not_stall_the_others() -> anyhow::Result<()> {
 
     // The frozen worker's late work is refused, or stopped by the
     // heartbeat that found its leases taken over, and either is counted.
-    victim.terminate()?;
-    let status = victim.wait_timeout(Duration::from_secs(60))?;
-    assert!(status.success(), "{status:?}\n{}", victim.logs());
-    let count = |field| {
-        victim
-            .exit_count(field)
-            .unwrap_or_else(|| panic!("the exit line counts {field}\n{}", victim.logs()))
-    };
-    let (refused, cancelled) = (count("refused"), count("cancelled"));
+    let (refused, cancelled) = late_work(&mut victim)?;
     assert!(
         refused + cancelled > 0,
         "the frozen worker's lost leases are refused or stopped, and counted\n{}",
@@ -88,6 +80,21 @@ async fn a_frozen_worker_does_not_stall_the_others() -> anyhow::Result<()> {
          {cancelled} tasks stopped"
     );
     Ok(())
+}
+
+/// Stops a thawed worker with SIGTERM and reads from its exit line how
+/// many of its completions were refused and how many of its tasks were
+/// stopped (the late work of a worker whose leases were taken over).
+pub(crate) fn late_work(victim: &mut McqProcess) -> anyhow::Result<(u64, u64)> {
+    victim.terminate()?;
+    let status = victim.wait_timeout(Duration::from_secs(60))?;
+    assert!(status.success(), "{status:?}\n{}", victim.logs());
+    let count = |field| {
+        victim
+            .exit_count(field)
+            .unwrap_or_else(|| panic!("the exit line counts {field}\n{}", victim.logs()))
+    };
+    Ok((count("refused"), count("cancelled")))
 }
 
 /// One batch with one freeze of the victim past its lease: the survivor

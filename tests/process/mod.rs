@@ -8,7 +8,7 @@ pub(crate) mod batch;
 mod bench_queue;
 mod connections;
 mod fleet;
-mod freeze;
+pub(crate) mod freeze;
 mod keda;
 mod kill;
 mod logs;
