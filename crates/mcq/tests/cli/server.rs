@@ -76,6 +76,20 @@ impl Server {
         (runtime, mcq_client::Client::new(&self.url).expect("client"))
     }
 
+    /// Runs `mcq` against this server; exit code, stdout, stderr.
+    pub(crate) fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = mcq()
+            .args(args)
+            .env("MCQ_SERVER", &self.url)
+            .output()
+            .expect("run mcq");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// The directory of its database (for files the test writes).
     pub(crate) fn dir(&self) -> &std::path::Path {
         self.dir.path()

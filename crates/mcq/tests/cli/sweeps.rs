@@ -4,39 +4,21 @@
 
 use uuid::Uuid;
 
-use super::mcq;
 use super::server::Server;
-
-/// Runs `mcq` against `server`; exit code, stdout, stderr.
-fn run(server: &Server, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = mcq()
-        .args(args)
-        .env("MCQ_SERVER", &server.url)
-        .output()
-        .expect("run mcq");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn a_sweep_prints_one_row_per_grid_point_and_its_results_as_tables() {
     let server = Server::start();
-    let (code, out, err) = run(
-        &server,
-        &[
-            "submit",
-            "--runs",
-            "1e4",
-            "--sweep",
-            "exercise=25:35:5",
-            "--sweep",
-            "periods=10,20",
-            "--wait",
-        ],
-    );
+    let (code, out, err) = server.run(&[
+        "submit",
+        "--runs",
+        "1e4",
+        "--sweep",
+        "exercise=25:35:5",
+        "--sweep",
+        "periods=10,20",
+        "--wait",
+    ]);
     assert_eq!(code, Some(0), "{out}\n{err}");
     let lines: Vec<&str> = out.lines().collect();
     let id = lines[0].split(':').next().unwrap();
@@ -68,7 +50,7 @@ fn a_sweep_prints_one_row_per_grid_point_and_its_results_as_tables() {
         "{out}"
     );
 
-    let (code, csv, err) = run(&server, &["results", id]);
+    let (code, csv, err) = server.run(&["results", id]);
     assert_eq!(code, Some(0), "{err}");
     let csv: Vec<&str> = csv.lines().collect();
     assert_eq!(csv.len(), 7, "{csv:?}");
@@ -81,56 +63,47 @@ fn a_sweep_prints_one_row_per_grid_point_and_its_results_as_tables() {
     let price: f64 = csv[3].split(',').nth(4).unwrap().parse().unwrap();
     assert_eq!(rows[2][3], format!("{price:.6}"));
 
-    let (code, lines, _) = run(
-        &server,
-        &[
-            "results",
-            id,
-            "--format",
-            "jsonl",
-            "--fields",
-            "exercise,price",
-        ],
-    );
+    let (code, lines, _) = server.run(&[
+        "results",
+        id,
+        "--format",
+        "jsonl",
+        "--fields",
+        "exercise,price",
+    ]);
     assert_eq!(code, Some(0));
     let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
     assert_eq!(first["exercise"], 25);
     assert!(first["price"].as_f64().unwrap() > 0.0);
 
-    let (code, table, _) = run(
-        &server,
-        &[
-            "results",
-            id,
-            "--format",
-            "table",
-            "--fields",
-            "periods,state",
-        ],
-    );
+    let (code, table, _) = server.run(&[
+        "results",
+        id,
+        "--format",
+        "table",
+        "--fields",
+        "periods,state",
+    ]);
     assert_eq!(code, Some(0));
     assert_eq!(table.lines().count(), 7, "{table}");
     assert!(table.lines().nth(1).unwrap().starts_with("10 "), "{table}");
 
-    let (code, out, _) = run(
-        &server,
-        &[
-            "submit",
-            "--sweep",
-            "option=call,put",
-            "--count",
-            "2",
-            "--quiet",
-        ],
-    );
+    let (code, out, _) = server.run(&[
+        "submit",
+        "--sweep",
+        "option=call,put",
+        "--count",
+        "2",
+        "--quiet",
+    ]);
     assert_eq!(code, Some(0));
     assert!(Uuid::parse_str(out.trim()).is_ok(), "only the id: {out:?}");
 
-    let (code, _, err) = run(&server, &["submit", "--sweep", "strike=1,2"]);
+    let (code, _, err) = server.run(&["submit", "--sweep", "strike=1,2"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("/sweep/strike"), "{err}");
-    let (code, _, err) = run(&server, &["results", id, "--fields", "prise"]);
+    let (code, _, err) = server.run(&["results", id, "--fields", "prise"]);
     assert_eq!(code, Some(2), "{err}");
-    let (code, _, _) = run(&server, &["submit", "--sweep", "exercise=3:1:1"]);
+    let (code, _, _) = server.run(&["submit", "--sweep", "exercise=3:1:1"]);
     assert_eq!(code, Some(2));
 }

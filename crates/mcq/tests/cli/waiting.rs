@@ -9,31 +9,14 @@ use uuid::Uuid;
 use super::mcq;
 use super::server::Server;
 
-/// Runs `mcq` against `server`; exit code, stdout, stderr.
-fn run(server: &Server, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = mcq()
-        .args(args)
-        .env("MCQ_SERVER", &server.url)
-        .output()
-        .expect("run mcq");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn quiet_prints_only_the_id_that_status_takes() {
     let server = Server::start();
-    let (code, out, err) = run(
-        &server,
-        &["submit", "--quiet", "--count", "2", "--runs", "1e4"],
-    );
+    let (code, out, err) = server.run(&["submit", "--quiet", "--count", "2", "--runs", "1e4"]);
     assert_eq!(code, Some(0), "{err}");
     let id = out.trim();
     assert!(Uuid::parse_str(id).is_ok(), "only the batch id: {out:?}");
-    let (code, out, err) = run(&server, &["status", id, "--wait"]);
+    let (code, out, err) = server.run(&["status", id, "--wait"]);
     assert_eq!(code, Some(0), "{out}\n{err}");
     assert!(out.contains("2 succeeded"), "{out}");
     // Every duration of the table in the same unit.
@@ -42,13 +25,13 @@ fn quiet_prints_only_the_id_that_status_takes() {
         assert!(line.trim_end().ends_with(" s"), "{line}");
     }
 
-    let (code, out, err) = run(&server, &["submit", "-q", "--runs", "1_000", "--wait"]);
+    let (code, out, err) = server.run(&["submit", "-q", "--runs", "1_000", "--wait"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(
         Uuid::parse_str(out.trim()).is_ok(),
         "a job's id alone: {out:?}"
     );
-    let (code, out, _) = run(&server, &["status", out.trim()]);
+    let (code, out, _) = server.run(&["status", out.trim()]);
     assert_eq!(code, Some(0));
     assert!(
         out.contains("succeeded") && out.contains("compute"),
@@ -89,7 +72,7 @@ fn wait_prints_the_id_first_and_cancelled_work_exits_1() {
     assert!(summary.contains("2 cancelled"), "{summary}");
 
     let id = id.to_string();
-    let (code, out, err) = run(&server, &["status", &id, "--wait"]);
+    let (code, out, err) = server.run(&["status", &id, "--wait"]);
     assert_eq!(
         code,
         Some(1),
@@ -97,12 +80,12 @@ fn wait_prints_the_id_first_and_cancelled_work_exits_1() {
     );
     assert!(out.contains("2 cancelled"), "{out}");
     // Without --wait, status only shows: it succeeds.
-    let (code, _, _) = run(&server, &["status", &id]);
+    let (code, _, _) = server.run(&["status", &id]);
     assert_eq!(code, Some(0));
-    let (code, _, err) = run(&server, &["status", "00000000-0000-0000-0000-000000000000"]);
+    let (code, _, err) = server.run(&["status", "00000000-0000-0000-0000-000000000000"]);
     assert_eq!(code, Some(2), "an unknown id is bad input: {err}");
     // A spec the server rejects is bad input too.
-    let (code, _, err) = run(&server, &["submit", "--down", "2"]);
+    let (code, _, err) = server.run(&["submit", "--down", "2"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("/down"), "{err}");
 }
@@ -110,19 +93,16 @@ fn wait_prints_the_id_first_and_cancelled_work_exits_1() {
 #[test]
 fn json_with_wait_keeps_stdout_one_document() {
     let server = Server::start();
-    let (code, out, err) = run(
-        &server,
-        &[
-            "submit", "--count", "2", "--runs", "1e4", "--wait", "--json",
-        ],
-    );
+    let (code, out, err) = server.run(&[
+        "submit", "--count", "2", "--runs", "1e4", "--wait", "--json",
+    ]);
     assert_eq!(code, Some(0), "{err}");
     let view: serde_json::Value = serde_json::from_str(&out).expect("stdout is the JSON");
     let id = view["id"].as_str().expect("id");
     assert!(err.starts_with(id), "the id first, on stderr: {err}");
     let csv = server.dir().join("specs.csv");
     std::fs::write(&csv, "runs,colour\n100,red\n").expect("write");
-    let (code, _, err) = run(&server, &["submit", "--file", csv.to_str().expect("path")]);
+    let (code, _, err) = server.run(&["submit", "--file", csv.to_str().expect("path")]);
     assert_eq!(code, Some(2), "an unusable file is bad input: {err}");
 }
 
@@ -132,14 +112,11 @@ fn json_with_wait_keeps_stdout_one_document() {
 fn submit_greeks_delta_reports_the_local_delta() {
     let server = Server::start();
     let flags = ["--runs", "1e5", "--seed", "8", "--greeks", "delta"];
-    let (code, out, err) = run(
-        &server,
-        &[&["submit", "--wait", "--json"][..], &flags].concat(),
-    );
+    let (code, out, err) = server.run(&[&["submit", "--wait", "--json"][..], &flags].concat());
     assert_eq!(code, Some(0), "{err}");
     let job: serde_json::Value = serde_json::from_str(&out).expect("the job's JSON");
     assert_eq!(job["spec"]["greeks"], serde_json::json!(["delta"]), "{job}");
-    let (code, local, err) = run(&server, &[&["price", "--json"][..], &flags].concat());
+    let (code, local, err) = server.run(&[&["price", "--json"][..], &flags].concat());
     assert_eq!(code, Some(0), "{err}");
     let local: serde_json::Value = serde_json::from_str(&local).expect("JSON");
     for key in ["price", "delta", "delta_std_error"] {
@@ -147,7 +124,7 @@ fn submit_greeks_delta_reports_the_local_delta() {
         assert_eq!(job["result"][key], local[key], "{key}");
     }
     let id = job["id"].as_str().expect("id");
-    let (code, out, _) = run(&server, &["status", id]);
+    let (code, out, _) = server.run(&["status", id]);
     assert_eq!(code, Some(0));
     assert!(out.contains("delta"), "{out}");
 }
