@@ -112,19 +112,9 @@ mod tests {
                     ),
                 ] {
                     out.push(TrialRecord {
-                        platform,
-                        runs,
-                        trial,
-                        position: 1,
-                        cold: trial == 1,
                         calls: CALLS,
-                        slots,
-                        wall_ms,
-                        compute_ms: 0.0,
-                        overhead_per_job_ms: 0.0,
                         succeeded: CALLS,
-                        mean_price: 9.53,
-                        polls: 1,
+                        ..TrialRecord::timed(platform, runs, trial, slots, wall_ms)
                     });
                 }
             }

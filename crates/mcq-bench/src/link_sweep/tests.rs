@@ -29,19 +29,10 @@ fn run(link: &str) -> LinkRun {
                 (Platform::Service, 2, local_ms / 2.0 + fixed_ms),
             ] {
                 trials.push(TrialRecord {
-                    platform,
-                    runs,
-                    trial,
-                    position: 1,
-                    cold: trial == 1,
                     calls: CALLS,
-                    slots,
-                    wall_ms: wall_ms * noise,
-                    compute_ms: local_ms,
-                    overhead_per_job_ms: 0.0,
                     succeeded: CALLS,
-                    mean_price: 9.53,
-                    polls: 1,
+                    compute_ms: local_ms,
+                    ..TrialRecord::timed(platform, runs, trial, slots, wall_ms * noise)
                 });
             }
         }
