@@ -18,7 +18,7 @@ use super::redact::redact;
 pub(crate) struct Args {
     /// PostgreSQL of the queue (e.g. from `deploy/pg-local.sh start`); a
     /// fresh database per run, since finished jobs stay in it.
-    #[arg(long, env = "DATABASE_URL")]
+    #[arg(long, env = "DATABASE_URL", value_parser = postgres_url)]
     database_url: String,
     /// Fleet sizes, comma-separated, each run on its own batch.
     #[arg(
@@ -56,6 +56,20 @@ pub(crate) struct Args {
 }
 
 /// Runs this subcommand.
+/// A PostgreSQL URL; anything else is refused as bad usage before the run
+/// prints anything.
+fn postgres_url(text: &str) -> Result<String, String> {
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        Ok(text.to_owned())
+    } else {
+        Err(
+            "needs PostgreSQL (a fleet of worker processes cannot share the embedded \
+             SQLite store); give postgres://…"
+                .to_owned(),
+        )
+    }
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     args.log.init("warn");
     let plan = ScalePlan {

@@ -69,6 +69,7 @@ fn an_unreachable_database_is_reported_with_its_cause_once() {
 
 mod bench_compare;
 mod bench_kernel;
+mod bench_scale;
 mod conventions;
 mod open_files;
 mod price;
