@@ -29,6 +29,6 @@ pub use access::{DEFAULT_TENANT, KeyRecord, NewKey, Role, Scope, Tenant, TenantI
 pub use finished::FinishedEvents;
 pub use idle::IdleWorkers;
 pub use schema::SchemaStatus;
-pub use store::{LOST_LISTED, MAX_BATCH_PAGE, MAX_PAGE, QueueConfig, Store, StoreError};
+pub use store::{LOST_LISTED, MAX_BATCH_PAGE, MAX_PAGE, PoolMode, QueueConfig, Store, StoreError};
 pub use types::*;
 pub use work::WorkEvents;

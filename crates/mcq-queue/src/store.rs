@@ -62,7 +62,9 @@ pub enum StoreError {
         "two open connections reached the same PostgreSQL backend (pid {backend}): a pooler in \
          transaction or statement mode (PgBouncer's pool_mode = transaction) is in between; mcq \
          keeps state in each session (LISTEN, its timeouts, prepared statements), so connect \
-         directly or through a pool in session mode (pool_mode = session), see deploy/README.md"
+         directly or through a pool in session mode (pool_mode = session); through PgBouncer 1.21 \
+         or later in transaction mode, start with --db-pool-mode transaction (see \
+         deploy/README.md)"
     )]
     TransactionPooler {
         /// The backend both connections reached.
@@ -79,6 +81,26 @@ pub enum StoreError {
         /// The server's message, naming the parameter.
         message: String,
     },
+    /// In transaction pool mode, statements prepared on one connection
+    /// met another's on a shared server connection: the pooler does not
+    /// carry prepared statements across server connections.
+    #[error(
+        "the pooler does not keep each connection's prepared statements apart ({message}): \
+         transaction pool mode needs PgBouncer 1.21 or later with max_prepared_statements above \
+         0 (see deploy/README.md)"
+    )]
+    PreparedStatementsShared {
+        /// What the server said.
+        message: String,
+    },
+    /// Migrations need a session of their own, which a transaction-mode
+    /// pool does not give.
+    #[error(
+        "migrations need a PostgreSQL session of their own (the migrator holds a session lock), \
+         which a pool in transaction mode does not give: run `mcq migrate` with a direct URL or \
+         through a pool in session mode, and start this process with --no-migrate"
+    )]
+    MigrateThroughTransactionPool,
 }
 
 impl StoreError {
@@ -137,6 +159,27 @@ pub struct QueueConfig {
     /// answer. A pool with every connection at work is waited for (up to
     /// 5 s). Also the longest restart of the server that reads ride out.
     pub unreachable_after: Duration,
+    /// PostgreSQL: whether each connection is a session of its own (direct,
+    /// or a pool in session mode) or shares its server connection with
+    /// others between transactions (a pool in transaction mode).
+    pub pool_mode: PoolMode,
+}
+
+/// How the store's connections reach PostgreSQL.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PoolMode {
+    /// Each connection is a PostgreSQL session of its own: directly, or
+    /// through a pool in session mode. The store `LISTEN`s for wake-ups and
+    /// bounds every session (`postgres/session.rs`); a connection that turns
+    /// out to share its backend is refused at start.
+    #[default]
+    Session,
+    /// Through a pool in transaction mode (PgBouncer 1.21 or later with
+    /// `max_prepared_statements`): no `LISTEN` (workers find work by polling,
+    /// long polls re-read on their own schedule), the session bounds come
+    /// from the pooler, and migrations are refused (the migrator holds a
+    /// session lock).
+    Transaction,
 }
 
 impl Default for QueueConfig {
@@ -152,6 +195,7 @@ impl Default for QueueConfig {
             pool_size: 16,
             pool_min: 0,
             unreachable_after: Duration::from_millis(900),
+            pool_mode: PoolMode::Session,
         }
     }
 }

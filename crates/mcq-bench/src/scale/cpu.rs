@@ -63,6 +63,26 @@ pub(crate) fn tree_ticks(pid: u32) -> Option<u64> {
     Some(ticks)
 }
 
+/// Busy CPU ticks of the whole machine, every core summed, from the first
+/// line of `/proc/stat` (user, nice, system, irq, softirq, steal; guest
+/// time is inside user): with the database's and this process's taken
+/// away, what every other process used.
+pub(crate) fn machine_busy_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = text
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|&i| fields.get(i).copied().unwrap_or(0));
+    Some(busy.sum())
+}
+
 /// CPU ticks of this process (every thread: the simulated workers, the
 /// relays and the benchmark itself).
 pub(crate) fn own_ticks() -> Option<u64> {
@@ -76,7 +96,12 @@ mod tests {
 
     #[test]
     fn this_process_and_its_tree_have_cpu_times() {
+        let machine = machine_busy_ticks().expect("/proc/stat");
         let own = own_ticks().expect("/proc/self/stat");
+        assert!(
+            machine >= own,
+            "the machine's busy time holds this process's"
+        );
         let tree = tree_ticks(std::process::id()).expect("/proc");
         assert!(tree >= own, "{tree} < {own}");
         assert!(ticks_per_second() >= 1.0);

@@ -65,6 +65,7 @@ pub(crate) async fn run_size(
     let mut holds = Vec::with_capacity(workers);
     let queue = QueueConfig {
         pool_size: plan.pool_size,
+        pool_mode: plan.pool_mode,
         ..QueueConfig::default()
     };
     for i in 0..workers {
@@ -79,6 +80,7 @@ pub(crate) async fn run_size(
             // Pruning is the database's housekeeping, not the queue's
             // coordination; a fleet of hundreds would all prune at once.
             prune_interval: None,
+            poll_interval: plan.poll,
             hold: Some(hold),
             ..WorkerConfig::default()
         };
@@ -163,6 +165,7 @@ async fn measure(
     let mut events = control.finished_events();
     let db_before = database.ticks();
     let own_before = cpu::own_ticks();
+    let machine_before = cpu::machine_busy_ticks();
     let started = Instant::now();
     let submitted = control
         .submit(Submission {
@@ -202,6 +205,7 @@ async fn measure(
     let wall = started.elapsed().as_secs_f64();
     let db_after = database.ticks();
     let own_after = cpu::own_ticks();
+    let machine_after = cpu::machine_busy_ticks();
     // The pools keep what they opened (idle connections close only after
     // minutes), so the count now is what the run needed.
     let connections = backend_connections(&plan.database_url).await;
@@ -235,6 +239,14 @@ async fn measure(
         db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / tasks as f64),
         db_cores: db_cpu_s.map(|s| s / wall),
         bench_cores: own_cpu_s.map(|s| s / wall),
+        // Only with the database's CPU known: else its share would count
+        // as other processes'.
+        other_cores: machine_before
+            .zip(machine_after)
+            .zip(db_cpu_s.zip(own_cpu_s))
+            .map(|((b, a), (db, own))| {
+                (a.saturating_sub(b) as f64 / tick - db - own).max(0.0) / wall
+            }),
         db_connections: connections,
         refused: 0,
         contended: 0,

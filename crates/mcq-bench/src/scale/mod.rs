@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use mcq_queue::{QueueConfig, Store};
+use mcq_queue::{PoolMode, QueueConfig, Store};
 use serde::Serialize;
 
 pub use output::{SCALE_CHART, SCALE_CSV, SCALE_JSON};
@@ -48,6 +48,15 @@ pub struct ScalePlan {
     pub link_db: LinkProfile,
     /// Seed of the specs and of the link's jitter.
     pub seed: u64,
+    /// Where the workers connect, when not to `database_url` itself: a
+    /// pooler in front of the same database (PgBouncer), so that the fleet
+    /// may hold more connections than the server allows.
+    pub fleet_url: Option<String>,
+    /// How the workers' connections reach PostgreSQL.
+    pub pool_mode: PoolMode,
+    /// The workers' longest idle wait for work (what finds new work when
+    /// nothing is announced, as through a transaction-mode pool).
+    pub poll: Duration,
 }
 
 /// The figures of one fleet size.
@@ -83,6 +92,10 @@ pub struct SizeRow {
     pub db_cores: Option<f64>,
     /// The same for this process (the simulated fleet and the benchmark).
     pub bench_cores: Option<f64>,
+    /// The same for every other process of the machine (its busy CPU in
+    /// `/proc/stat` less the database's and this process's): a pooler in
+    /// front of the database, or other work sharing the machine.
+    pub other_cores: Option<f64>,
     /// Client connections open at the database mid-run.
     pub db_connections: u64,
     /// Completions refused for a lost lease (a fleet too slow to renew).
@@ -141,6 +154,13 @@ pub struct ScaleSettings {
     pub pool_size: u32,
     /// Seed.
     pub seed: u64,
+    /// The workers' pool mode: `session` or `transaction`.
+    pub pool_mode: String,
+    /// Whether the workers went through a pooler (`fleet_url`) or
+    /// connected to the database directly.
+    pub through_pooler: bool,
+    /// The workers' poll, in milliseconds.
+    pub poll_ms: f64,
 }
 
 /// What a finished run produced.
@@ -191,7 +211,10 @@ pub fn scale(
         .map(|l| l[0])
         .fold(0.0, f64::max);
     let saturation = saturation(&rows, environment.cores, busiest);
-    let warnings: Vec<String> = environment.busy_warning().into_iter().collect();
+    let warnings: Vec<String> = busy_warning(&rows, environment.cores)
+        .or_else(|| environment.busy_warning())
+        .into_iter()
+        .collect();
     let mut summary = ScaleSummary {
         finished_at: chrono::Utc::now(),
         environment,
@@ -202,6 +225,12 @@ pub fn scale(
             rounds: plan.rounds,
             pool_size: plan.pool_size,
             seed: plan.seed,
+            pool_mode: match plan.pool_mode {
+                PoolMode::Session => "session".to_owned(),
+                PoolMode::Transaction => "transaction".to_owned(),
+            },
+            through_pooler: plan.fleet_url.is_some(),
+            poll_ms: plan.poll.as_secs_f64() * 1e3,
         },
         sizes: rows,
         saturation,
@@ -224,14 +253,19 @@ async fn run_sizes(
         .await
         .context("connecting to the database")?;
     control.migrate().await.context("applying migrations")?;
-    check_connections(plan).await?;
+    // A pooler multiplexes the fleet's connections onto its own: the
+    // server's limit is the pooler's concern then.
+    if plan.fleet_url.is_none() {
+        check_connections(plan).await?;
+    }
     let database = fleet::Database::locate(&plan.database_url).await;
+    let fleet_url = plan.fleet_url.as_ref().unwrap_or(&plan.database_url);
     // The relay lives as long as the run; without a link the workers
     // connect directly.
     let (_relay, worker_url) = if plan.link_db.is_loopback() {
-        (None, plan.database_url.clone())
+        (None, fleet_url.clone())
     } else {
-        let (relay, url) = relay_url(&plan.database_url, &plan.link_db, plan.seed)?;
+        let (relay, url) = relay_url(fleet_url, &plan.link_db, plan.seed)?;
         (Some(relay), url)
     };
     let mut rows = Vec::with_capacity(plan.sizes.len());
@@ -273,16 +307,45 @@ async fn check_connections(plan: &ScalePlan) -> anyhow::Result<()> {
             "{largest} workers need up to {need} connections ({} each, LISTEN included), but \
              the server has {left} left (max_connections {max}, {reserved} reserved, {open} \
              open): raise max_connections (ALTER SYSTEM SET max_connections = …, then restart \
-             the server), or lower --workers or --db-pool-size",
+             the server), lower --workers or --db-pool-size, or put the fleet behind PgBouncer \
+             in transaction mode (--fleet-url, --db-pool-mode transaction)",
             plan.pool_size
         );
     }
     Ok(())
 }
 
+/// A warning when other processes took more than [`OTHER_SHARE`] of the
+/// cores during some size's batch; `None` when they did not, or when the
+/// machine's CPU could not be read (the load average decides then). The
+/// load average is no judge here: hundreds of the run's own database
+/// backends raise it.
+fn busy_warning(rows: &[SizeRow], cores: usize) -> Option<String> {
+    let measured: Vec<(usize, f64)> = rows
+        .iter()
+        .filter_map(|r| r.other_cores.map(|o| (r.workers, o)))
+        .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let (workers, most) = measured.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    (most > OTHER_SHARE * cores as f64).then(|| {
+        format!(
+            "processes other than the database and this benchmark kept up to {most:.2} of the \
+             {cores} cores busy during the batches (at {workers} workers; a pooler in front of \
+             the database counts here): the figures include that contention"
+        )
+    })
+}
+
+/// Share of the cores that other processes may take before a size's
+/// figures count as measuring contention.
+const OTHER_SHARE: f64 = 0.25;
+
 /// Where the rows stop keeping within [`KEEPS_UP`] of their ideal, and
-/// why, judged from the database's and this process's CPU at that size
-/// and the machine's 1-minute load (`load`).
+/// why, judged from the CPU of the database, of this process and of every
+/// other process at that size (or, where the machine's CPU cannot be
+/// read, its 1-minute load, `load`).
 pub(crate) fn saturation(rows: &[SizeRow], cores: usize, load: f64) -> Saturation {
     let mut sorted: Vec<&SizeRow> = rows.iter().collect();
     sorted.sort_by_key(|r| r.workers);
@@ -325,7 +388,26 @@ fn explain(row: &SizeRow, cores: usize, load: f64) -> String {
              fleet {bench:.2}, of the machine's {cores}",
             row.db_cpu_per_task_us.unwrap_or(f64::NAN)
         ));
-        if load > cores as f64 {
+        if let Some(other) = row.other_cores {
+            let machine = cores as f64;
+            if other > OTHER_SHARE * machine {
+                text.push_str(&format!(
+                    ", other processes {other:.2} (a pooler in front of the database counts \
+                     here)"
+                ));
+            }
+            if db + bench + other >= 0.8 * machine {
+                text.push_str(
+                    ": the CPU is spent, so the coordinator's limit here is the machine's, \
+                     shared by the database, the fleet and whatever else ran",
+                );
+            } else {
+                text.push_str(
+                    ": the CPU is not spent, so the limit is waiting (round trips, commits, \
+                     locks)",
+                );
+            }
+        } else if load > cores as f64 {
             text.push_str(&format!(
                 ": the machine ran other work too (load {load:.1} on {cores} cores), so these \
                  figures measure that contention, not the coordinator"

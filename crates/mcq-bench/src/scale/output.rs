@@ -76,7 +76,7 @@ fn opt(value: Option<f64>, digits: usize) -> String {
 }
 
 /// The table's rows as cells.
-fn cells(summary: &ScaleSummary) -> Vec<[String; 12]> {
+fn cells(summary: &ScaleSummary) -> Vec<[String; 13]> {
     summary
         .sizes
         .iter()
@@ -92,6 +92,7 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 12]> {
                 opt(r.db_cpu_per_task_us, 0),
                 opt(r.db_cores, 2),
                 opt(r.bench_cores, 2),
+                opt(r.other_cores, 2),
                 r.db_connections.to_string(),
                 r.contended.to_string(),
             ]
@@ -99,7 +100,7 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 12]> {
         .collect()
 }
 
-const HEADERS: [&str; 12] = [
+const HEADERS: [&str; 13] = [
     "workers",
     "tasks",
     "ideal/s",
@@ -110,6 +111,7 @@ const HEADERS: [&str; 12] = [
     "DB CPU µs/task",
     "DB cores",
     "fleet cores",
+    "other cores",
     "connections",
     "contended claims",
 ];
@@ -172,8 +174,20 @@ fn report(summary: &ScaleSummary, svg: &str) -> String {
     out.push_str(&e.markdown_rows());
     let _ = writeln!(
         out,
-        "| settings | sizes {:?}, {} slot(s), {} ms tasks, {} rounds, pool {} per worker, seed {} |",
-        s.sizes, s.slots, s.task_ms, s.rounds, s.pool_size, s.seed
+        "| settings | sizes {:?}, {} slot(s), {} ms tasks, {} rounds, pool {} per worker ({} mode, {}), poll {} ms, seed {} |",
+        s.sizes,
+        s.slots,
+        s.task_ms,
+        s.rounds,
+        s.pool_size,
+        s.pool_mode,
+        if s.through_pooler {
+            "through a pooler"
+        } else {
+            "direct"
+        },
+        s.poll_ms,
+        s.seed
     );
     let _ = writeln!(out, "\n## Chart\n\n![{svg}]({svg})");
     out

@@ -18,10 +18,55 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         db_cpu_per_task_us: Some(120.0),
         db_cores: Some(1.2),
         bench_cores: Some(0.5),
+        other_cores: None,
         db_connections: 10,
         refused: 0,
         contended: 0,
     }
+}
+
+/// With the machine's CPU measured, other processes' share decides
+/// whether the CPU was spent and whether the run warns, not the load
+/// average (which the run's own backends raise).
+#[test]
+fn other_processes_cpu_is_named_and_warned_of_past_a_quarter_of_the_cores() {
+    let busy = SizeRow {
+        other_cores: Some(0.9),
+        db_cores: Some(0.6),
+        bench_cores: Some(0.2),
+        ..row(64, 0.5)
+    };
+    let s = saturation(std::slice::from_ref(&busy), 2, 40.0);
+    assert!(
+        s.explanation.contains("other processes 0.90") && s.explanation.contains("CPU is spent"),
+        "{}",
+        s.explanation
+    );
+    let warning = busy_warning(std::slice::from_ref(&busy), 2).expect("a warning");
+    assert!(
+        warning.contains("0.90") && warning.contains("64 workers"),
+        "{warning}"
+    );
+
+    let quiet = SizeRow {
+        other_cores: Some(0.1),
+        db_cores: Some(0.5),
+        bench_cores: Some(0.2),
+        ..row(64, 0.5)
+    };
+    // A load of 40 from the run's own backends is not other work.
+    let s = saturation(std::slice::from_ref(&quiet), 2, 40.0);
+    assert!(
+        s.explanation.contains("not spent") && !s.explanation.contains("other processes"),
+        "{}",
+        s.explanation
+    );
+    assert_eq!(busy_warning(&[quiet], 2), None);
+    assert_eq!(
+        busy_warning(&[row(64, 0.5)], 2),
+        None,
+        "unmeasured: the load decides"
+    );
 }
 
 #[test]
@@ -64,6 +109,9 @@ fn sqlite_and_empty_sizes_are_refused_with_what_to_give() {
         pool_size: 2,
         link_db: LinkProfile::loopback(),
         seed: 1,
+        fleet_url: None,
+        pool_mode: PoolMode::Session,
+        poll: Duration::from_secs(1),
     };
     let dir = std::env::temp_dir();
     let err = scale(&plan, dir.clone(), &|_| {}).unwrap_err();
@@ -99,6 +147,9 @@ fn a_small_run_writes_files_that_parse() {
         pool_size: 2,
         link_db: LinkProfile::loopback(),
         seed: 3,
+        fleet_url: None,
+        pool_mode: PoolMode::Session,
+        poll: Duration::from_secs(1),
     };
     let seen = std::sync::Mutex::new(Vec::new());
     let report = scale(&plan, out.path().to_path_buf(), &|row| {

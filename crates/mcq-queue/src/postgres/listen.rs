@@ -4,6 +4,10 @@
 //! always have a timeout, and every reconnect wakes the waiters in case
 //! something was missed meanwhile.
 //!
+//! Through a pool in transaction mode the store listens to nothing (a
+//! server connection there serves whichever client runs a transaction):
+//! its waiters then wake on this process's own signals and their timeouts.
+//!
 //! The work channel also carries idle announcements (`idle:<worker id>`,
 //! [`crate::Store::announce_idle`]): they go to the idle subscribers and
 //! wake nobody, since they announce no work. Every other payload (the
@@ -44,6 +48,14 @@ impl PgQueue {
         events
     }
 
+    /// Wakes this process's waiting workers after it queued work, when no
+    /// listener brings the store's own `NOTIFY` back to it.
+    pub(super) fn wake_own_workers(&self) {
+        if !self.listens() {
+            self.wakeup.work.wake();
+        }
+    }
+
     /// Announces on the work channel that `worker` is idle.
     pub(crate) async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
         sqlx::query("SELECT pg_notify($1, $2)")
@@ -61,8 +73,12 @@ impl PgQueue {
         events
     }
 
-    /// Starts the work channel's listener unless it runs.
+    /// Starts the work channel's listener unless it runs (or the store
+    /// does not listen: then only this process's own signals wake).
     fn listen_for_work(&self) {
+        if !self.listens() {
+            return;
+        }
         self.wakeup.listener.get_or_init(|| {
             let (stop_tx, stop_rx) = oneshot::channel();
             let work = self.wakeup.work.clone();
@@ -90,6 +106,9 @@ impl PgQueue {
     /// [`FINISHED_CHANNEL`] with the batch or job id as payload).
     pub(crate) fn finished_events(&self) -> FinishedEvents {
         let events = self.announcer.subscribe();
+        if !self.listens() {
+            return events;
+        }
         self.finished_listener.get_or_init(|| {
             let (stop_tx, stop_rx) = oneshot::channel();
             let announcer = self.announcer.clone();

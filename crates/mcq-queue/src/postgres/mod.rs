@@ -25,7 +25,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::finished::Announcer;
 use crate::schema::SchemaStatus;
-use crate::store::{QueueConfig, StoreError};
+use crate::store::{PoolMode, QueueConfig, StoreError};
 
 /// `migrations/postgres`, embedded at compile time.
 static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -84,9 +84,15 @@ impl PgQueue {
         // out, where one attempt says why (refused, unknown host, bad
         // password, no such database).
         match tokio::time::timeout(ACQUIRE_TIMEOUT, PgConnection::connect_with(&options)).await {
-            Ok(Ok(probe)) => {
+            Ok(Ok(mut probe)) => {
+                if config.pool_mode == PoolMode::Transaction {
+                    session::warn_unbounded(&mut probe, config.lease).await;
+                }
                 probe.close().await?;
-                pooler::refuse_shared_sessions(&options).await?;
+                match config.pool_mode {
+                    PoolMode::Session => pooler::refuse_shared_sessions(&options).await?,
+                    PoolMode::Transaction => pooler::refuse_shared_statements(&options).await?,
+                }
             }
             Ok(Err(err)) => {
                 if let Some(message) = crate::outage::refused_startup_parameter(&err) {
@@ -111,8 +117,11 @@ impl PgQueue {
             .min_connections(reserve)
             // A dead server must surface as an error within seconds, so the
             // worker's reconnect loop (not a hung await) handles it.
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(move |conn, _meta| Box::pin(session::apply(conn, lease)));
+            .acquire_timeout(ACQUIRE_TIMEOUT);
+        if config.pool_mode == PoolMode::Session {
+            // Through a transaction-mode pool the bounds come from the pooler.
+            pool = pool.after_connect(move |conn, _meta| Box::pin(session::apply(conn, lease)));
+        }
         if reserve > 0 {
             // Reserved connections are never closed for age or idleness:
             // between closing one and opening its replacement, another
@@ -121,13 +130,16 @@ impl PgQueue {
         }
         let pool = pool.connect_lazy_with(options.clone());
         open_reserve(&pool, reserve).await;
+        // Through a transaction-mode pool nothing listens: waits then
+        // re-read on their own schedule.
+        let announcer = Announcer::new(config.pool_mode == PoolMode::Session);
         Ok(PgQueue {
             pool,
             checkouts: Arc::default(),
             options: Arc::new(options),
             config,
             wakeup: Arc::new(listen::Wakeup::default()),
-            announcer: Announcer::new(true),
+            announcer,
             finished_listener: Arc::default(),
         })
     }
@@ -136,6 +148,9 @@ impl PgQueue {
     /// pool's connections carry bounds (`session.rs`) a schema change may
     /// rightly exceed.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
+        if self.config.pool_mode == PoolMode::Transaction {
+            return Err(StoreError::MigrateThroughTransactionPool);
+        }
         let mut conn = PgConnection::connect_with(&self.options).await?;
         let applied = MIGRATOR.run(&mut conn).await;
         // The outcome of the migrations is the answer; a failed goodbye is not.
@@ -174,6 +189,13 @@ impl PgQueue {
     /// Closes the pool.
     pub(crate) async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// Whether this store holds `LISTEN` connections: not through a
+    /// transaction-mode pool, whose server connections serve whichever
+    /// client runs a transaction (notifications would reach no one).
+    fn listens(&self) -> bool {
+        self.config.pool_mode == PoolMode::Session
     }
 
     /// Lease length in seconds, as bound into `make_interval`.

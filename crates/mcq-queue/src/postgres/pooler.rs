@@ -12,6 +12,16 @@
 //! first just released to the second. Only a certain answer refuses: an
 //! error, or no answer in time (a session pool with one server waits for
 //! the first connection to close), lets the caller go on.
+//!
+//! A process started for a transaction-mode pool ([`PoolMode::Transaction`])
+//! skips that test and makes the one its mode needs instead: that the pooler
+//! keeps each client's prepared statements apart (PgBouncer 1.21 and later
+//! with `max_prepared_statements`). Two connections prepare different
+//! statements under the driver's first name, one after the other; a pooler
+//! that does not track them hands the second the server connection holding
+//! the first's, and the server says the name exists.
+//!
+//! [`PoolMode::Transaction`]: crate::PoolMode::Transaction
 
 use std::time::Duration;
 
@@ -49,6 +59,53 @@ pub(crate) async fn refuse_shared_sessions(options: &PgConnectOptions) -> Result
     }
 }
 
+/// `Err(StoreError::PreparedStatementsShared)` when statements prepared by
+/// two connections meet on one server connection; `Ok` otherwise,
+/// including when it cannot tell.
+pub(crate) async fn refuse_shared_statements(options: &PgConnectOptions) -> Result<(), StoreError> {
+    let check = async {
+        let mut first = PgConnection::connect_with(options).await?;
+        let mut second = PgConnection::connect_with(options).await?;
+        // Each connection names its first statement alike (`sqlx_s_1`);
+        // asked again, each must answer its own.
+        let mut answers = Vec::new();
+        for _ in 0..2 {
+            answers.push(prepared(&mut first, "SELECT 1::int4").await?);
+            answers.push(prepared(&mut second, "SELECT 2::int4").await?);
+        }
+        let _ = second.close().await;
+        let _ = first.close().await;
+        Ok::<_, sqlx::Error>(answers)
+    };
+    match tokio::time::timeout(PATIENCE, check).await {
+        Ok(Ok(answers)) if answers == [1, 2, 1, 2] => Ok(()),
+        Ok(Ok(answers)) => Err(StoreError::PreparedStatementsShared {
+            message: format!("two connections' statements answered {answers:?}, not [1, 2, 1, 2]"),
+        }),
+        Ok(Err(sqlx::Error::Database(db)))
+            // duplicate_prepared_statement, invalid_sql_statement_name
+            if matches!(db.code().as_deref(), Some("42P05" | "26000")) =>
+        {
+            Err(StoreError::PreparedStatementsShared {
+                message: db.message().to_owned(),
+            })
+        }
+        Ok(Err(err)) => {
+            tracing::debug!(error = %err, "could not check that the pooler keeps prepared statements apart");
+            Ok(())
+        }
+        Err(_) => {
+            tracing::debug!("no answer in time checking that the pooler keeps prepared statements apart");
+            Ok(())
+        }
+    }
+}
+
+/// One prepared statement's single `int4`.
+async fn prepared(conn: &mut PgConnection, sql: &'static str) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar(sql).fetch_one(&mut *conn).await
+}
+
 /// The backend's process id, asked by a simple query: no prepared
 /// statement, which a transaction-mode pool may not keep.
 async fn backend_pid(conn: &mut PgConnection) -> Result<i32, sqlx::Error> {
@@ -56,4 +113,93 @@ async fn backend_pid(conn: &mut PgConnection) -> Result<i32, sqlx::Error> {
         .fetch_one(&mut *conn)
         .await?;
     row.try_get(0)
+}
+
+/// A store in transaction pool mode on a real server (reached directly,
+/// which the mode allows): it refuses to migrate, opens no `LISTEN`, says
+/// its announcements do not cover other processes, and still wakes its
+/// own workers when it queues work. A store in session mode beside it is
+/// the control: it does listen.
+#[cfg(test)]
+mod on_postgres {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use mcq_kernel::Spec;
+
+    use crate::postgres::PgQueue;
+    use crate::store::{PoolMode, QueueConfig, StoreError};
+    use crate::types::Submission;
+
+    const PATIENCE: Duration = Duration::from_secs(30);
+
+    /// Backends of this database whose last statement was a `LISTEN`.
+    async fn listening(q: &PgQueue) -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+        )
+        .fetch_one(&q.pool)
+        .await
+        .expect("pg_stat_activity")
+    }
+
+    #[tokio::test]
+    async fn in_transaction_mode_nothing_listens_and_own_submissions_still_wake() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let session = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        session.migrate().await.expect("migrate");
+        let config = QueueConfig {
+            pool_mode: PoolMode::Transaction,
+            ..QueueConfig::default()
+        };
+        let pooled = PgQueue::connect(&db.url, Arc::new(config))
+            .await
+            .expect("connect in transaction mode");
+        assert!(matches!(
+            pooled.migrate().await,
+            Err(StoreError::MigrateThroughTransactionPool)
+        ));
+        let mut work = pooled.work_events();
+        let finished = pooled.finished_events();
+        let _idle = pooled.idle_workers();
+        assert!(!finished.covers_every_process());
+        let job = Spec {
+            runs: Some(1000),
+            ..Spec::default()
+        }
+        .validate()
+        .expect("valid");
+        let submission = Submission {
+            tenant: crate::DEFAULT_TENANT,
+            priority: 0,
+            as_batch: false,
+            grid: None,
+            label: None,
+            jobs: vec![job],
+            idempotency: None,
+        };
+        pooled.submit(submission, None).await.expect("submit");
+        tokio::time::timeout(PATIENCE, work.wait(Duration::from_secs(3600)))
+            .await
+            .expect("its own submission wakes its workers");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(listening(&session).await, 0, "nothing listens");
+
+        // The control: a store in session mode listens once asked to.
+        let _events = session.work_events();
+        let started = tokio::time::Instant::now();
+        while listening(&session).await == 0 {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "the session store never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(session.finished_events().covers_every_process());
+    }
 }

@@ -22,6 +22,12 @@
 //!
 //! Migrations run on a connection of their own without these bounds (a
 //! schema change may rightly take minutes).
+//!
+//! Through a pool in transaction mode a `SET` would land on whichever
+//! server connection ran it, so the store sets nothing there; the bounds
+//! must come from the pooler (PgBouncer: `connect_query` on the database),
+//! and [`warn_unbounded`] says at start, with the line to add, when they
+//! do not.
 
 use std::time::Duration;
 
@@ -53,6 +59,60 @@ pub(super) async fn apply(conn: &mut PgConnection, lease: Duration) -> Result<()
     Ok(())
 }
 
+/// The three settings, in the order `connect_query` sets them.
+const BOUNDS: [&str; 3] = [
+    "idle_in_transaction_session_timeout",
+    "lock_timeout",
+    "statement_timeout",
+];
+
+/// The pooler's `connect_query` that gives every server connection the
+/// bounds of `lease`.
+pub(super) fn connect_query(lease: Duration) -> String {
+    let values = [bound_ms(lease, 2), bound_ms(lease, 4), bound_ms(lease, 2)];
+    BOUNDS
+        .iter()
+        .zip(values)
+        .map(|(name, ms)| format!("SET {name} = {ms}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Through a transaction-mode pool: warns when a server connection has no
+/// bound (a setting of 0), naming the `connect_query` that adds them. The
+/// check asks one server connection; the pooler sets them all alike.
+pub(super) async fn warn_unbounded(conn: &mut PgConnection, lease: Duration) {
+    let sql = "SELECT current_setting('idle_in_transaction_session_timeout'), \
+                      current_setting('lock_timeout'), current_setting('statement_timeout')";
+    let shown = match sqlx::raw_sql(sql).fetch_one(&mut *conn).await {
+        Ok(row) => (0..3)
+            .map(|i| sqlx::Row::try_get::<String, _>(&row, i))
+            .collect::<Result<Vec<_>, _>>(),
+        Err(err) => Err(err),
+    };
+    match shown {
+        Ok(values) => {
+            let unbounded: Vec<&str> = BOUNDS
+                .iter()
+                .zip(&values)
+                .filter(|(_, value)| value.as_str() == "0")
+                .map(|(name, _)| *name)
+                .collect();
+            if !unbounded.is_empty() {
+                tracing::warn!(
+                    unbounded = %unbounded.join(", "),
+                    "through a pool in transaction mode the server connections carry no bound on \
+                     {}: a frozen process may hold its locks until the pooler ends its \
+                     connection; give the database in pgbouncer.ini connect_query='{}'",
+                    unbounded.join(", "),
+                    connect_query(lease)
+                );
+            }
+        }
+        Err(err) => tracing::debug!(error = %err, "could not read the session bounds"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::bound_ms;
@@ -65,6 +125,15 @@ mod tests {
         assert_eq!(bound_ms(Duration::from_millis(201), 2), 100);
         assert_eq!(bound_ms(Duration::from_millis(1), 2), 1);
         assert_eq!(bound_ms(Duration::ZERO, 4), 1);
+    }
+
+    #[test]
+    fn the_poolers_connect_query_sets_the_bounds_of_the_lease() {
+        assert_eq!(
+            super::connect_query(Duration::from_secs(10)),
+            "SET idle_in_transaction_session_timeout = 5000; SET lock_timeout = 2500; \
+             SET statement_timeout = 5000"
+        );
     }
 }
 

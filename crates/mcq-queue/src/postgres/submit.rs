@@ -232,6 +232,7 @@ impl PgQueue {
             })?;
             return self.replay(submission.tenant, key).await;
         }
+        self.wake_own_workers();
         Ok(Submitted {
             batch_id: plan.batch_id,
             job_ids,

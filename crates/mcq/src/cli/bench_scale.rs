@@ -41,6 +41,21 @@ pub(crate) struct Args {
     /// (so at least 2, as for `mcq worker`).
     #[arg(long, default_value_t = 2, value_parser = count::<u32>(2..=64))]
     db_pool_size: u32,
+    /// Where the workers connect instead of --database-url: a pooler in
+    /// front of the same database (PgBouncer in transaction mode, with
+    /// --db-pool-mode transaction), so that the fleet may open more
+    /// connections than the server allows. Migrations, the batch and the
+    /// measurements still use --database-url.
+    #[arg(long, value_parser = postgres_url)]
+    fleet_url: Option<String>,
+    /// How the workers' connections reach PostgreSQL: `session` or
+    /// `transaction` (as for `mcq worker`).
+    #[arg(long, default_value = "session", value_parser = super::queue_flags::pool_mode)]
+    db_pool_mode: mcq_queue::PoolMode,
+    /// The workers' longest idle wait for work, as `mcq worker --poll`;
+    /// through a transaction-mode pool it is what finds the batch.
+    #[arg(long, default_value = "1s", value_parser = super::worker::poll)]
+    poll: Duration,
     /// Emulated link between the workers and the database (a profile or
     /// rtt=…,jitter=…,rate=…,loss=…; see docs/bench.md).
     #[arg(long, value_parser = mcq_bench::parse_link)]
@@ -81,9 +96,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         pool_size: args.db_pool_size,
         link_db: args.link_db.unwrap_or_else(LinkProfile::loopback),
         seed: args.seed,
+        fleet_url: args.fleet_url.clone(),
+        pool_mode: args.db_pool_mode,
+        poll: args.poll,
     };
+    let through = args
+        .fleet_url
+        .as_deref()
+        .map(|url| format!(" (workers through {})", redact(url)))
+        .unwrap_or_default();
     println!(
-        "mcq bench scale on {}: {:?} workers × {} slot(s), {} ms tasks, {} rounds",
+        "mcq bench scale on {}{through}: {:?} workers × {} slot(s), {} ms tasks, {} rounds",
         redact(&args.database_url),
         plan.sizes,
         plan.slots,

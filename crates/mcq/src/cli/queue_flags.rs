@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mcq_queue::QueueConfig;
+use mcq_queue::{PoolMode, QueueConfig};
 
 use super::count::count;
 
@@ -16,8 +16,8 @@ const MAX_RETENTION: Duration = Duration::from_secs(3650 * 86_400);
 /// Shortest retention accepted: results must outlive the poll that reads them.
 const MIN_RETENTION: Duration = Duration::from_secs(60);
 
-/// `--max-attempts`, `--retention`, `--db-pool-size` and
-/// `--db-unreachable-after`.
+/// `--max-attempts`, `--retention`, `--db-pool-size`,
+/// `--db-unreachable-after` and `--db-pool-mode`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct QueueFlags {
     /// Times a task is claimed before its job fails: a task whose worker
@@ -43,6 +43,16 @@ pub(crate) struct QueueFlags {
     /// opening a connection takes longer (a server far away).
     #[arg(long, env = "MCQ_DB_UNREACHABLE_AFTER", default_value = "0.9", value_parser = unreachable_after)]
     db_unreachable_after: Duration,
+    /// PostgreSQL: `session` when each connection is a session of its own
+    /// (directly, or through a pool in session mode); `transaction` through
+    /// PgBouncer 1.21 or later in transaction mode (with
+    /// `max_prepared_statements`). Then the process opens no `LISTEN`:
+    /// workers find new work at their `--poll`, long polls re-read every
+    /// 25 ms at most, and the pooler must set the session bounds
+    /// (`connect_query`, see deploy/README.md). Migrations need a session:
+    /// run `mcq migrate` directly.
+    #[arg(long, env = "MCQ_DB_POOL_MODE", default_value = "session", value_parser = pool_mode)]
+    db_pool_mode: PoolMode,
 }
 
 impl QueueFlags {
@@ -53,8 +63,21 @@ impl QueueFlags {
             retention: self.retention,
             pool_size: self.db_pool_size,
             unreachable_after: self.db_unreachable_after,
+            pool_mode: self.db_pool_mode,
             ..base
         }
+    }
+}
+
+/// Parses `--db-pool-mode`: `session` or `transaction`, PgBouncer's names.
+pub(crate) fn pool_mode(text: &str) -> Result<PoolMode, String> {
+    match text {
+        "session" => Ok(PoolMode::Session),
+        "transaction" => Ok(PoolMode::Transaction),
+        _ => Err(format!(
+            "{text:?} is not a pool mode: session (direct, or a pool in session mode) or \
+             transaction (PgBouncer 1.21 or later in transaction mode)"
+        )),
     }
 }
 
@@ -108,6 +131,15 @@ mod tests {
         assert_eq!(unreachable_after("5"), Ok(Duration::from_secs(5)));
         for bad in ["", "0", "0.05", "5.1", "NaN", "inf", "1s"] {
             assert!(unreachable_after(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn pool_mode_takes_the_poolers_names() {
+        assert_eq!(pool_mode("session"), Ok(PoolMode::Session));
+        assert_eq!(pool_mode("transaction"), Ok(PoolMode::Transaction));
+        for bad in ["", "statement", "Transaction", "tx"] {
+            assert!(pool_mode(bad).is_err(), "{bad:?} was accepted");
         }
     }
 

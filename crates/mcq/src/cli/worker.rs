@@ -52,6 +52,13 @@ pub(crate) struct Args {
     /// is in flight [default: 200].
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     complete_wait_ms: Option<u32>,
+    /// Longest wait for new work while idle, when no announcement comes
+    /// first: a number with ms or s (`250ms`, `2s`), 10ms to 60s. Through
+    /// a transaction-mode pool (`--db-pool-mode transaction`) nothing is
+    /// announced, so this bounds how long queued work waits for an idle
+    /// worker; each idle worker claims once per poll.
+    #[arg(long, env = "MCQ_POLL", default_value = "1s", value_parser = poll)]
+    poll: Duration,
     /// Apply migrations before starting (normally `mcq serve` or `mcq migrate` does).
     #[arg(long)]
     migrate: bool,
@@ -106,6 +113,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         complete_wait: args.complete_wait_ms.map_or(defaults.complete_wait, |ms| {
             Duration::from_millis(u64::from(ms))
         }),
+        poll_interval: args.poll,
         counters_interval: (args.counters_interval > 0)
             .then(|| Duration::from_secs(args.counters_interval)),
         ..defaults
@@ -197,9 +205,39 @@ fn seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(value))
 }
 
+/// Parses `--poll`: `250ms` or `2s` (a bare number is seconds), from 10 ms
+/// to 60 s.
+pub(crate) fn poll(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else {
+        (text.strip_suffix('s').unwrap_or(text), 1.0)
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 250ms, 2s)"))?;
+    let secs = value * scale;
+    if !(secs.is_finite() && (0.01..=60.0).contains(&secs)) {
+        return Err(format!("{text:?} is not from 10ms to 60s"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::seconds;
+    use super::{poll, seconds};
+
+    #[test]
+    fn poll_takes_milliseconds_or_seconds_within_the_range() {
+        assert_eq!(poll("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(poll("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(poll("1"), Ok(Duration::from_secs(1)));
+        assert_eq!(poll("10ms"), Ok(Duration::from_millis(10)));
+        for bad in ["", "9ms", "61s", "-1s", "NaNs", "infms", "1m", "ms"] {
+            assert!(poll(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
     use std::time::Duration;
 
     #[test]
