@@ -211,10 +211,15 @@ pub fn scale(
         .map(|l| l[0])
         .fold(0.0, f64::max);
     let saturation = saturation(&rows, environment.cores, busiest);
-    let warnings: Vec<String> = busy_warning(&rows, environment.cores)
-        .or_else(|| environment.busy_warning())
-        .into_iter()
-        .collect();
+    // The machine's CPU, where it was read, judges; else the load average.
+    let measured = rows.iter().any(|r| r.other_cores.is_some());
+    let warnings: Vec<String> = if measured {
+        busy_warning(&rows, environment.cores)
+    } else {
+        environment.busy_warning()
+    }
+    .into_iter()
+    .collect();
     let mut summary = ScaleSummary {
         finished_at: chrono::Utc::now(),
         environment,
@@ -316,9 +321,9 @@ async fn check_connections(plan: &ScalePlan) -> anyhow::Result<()> {
 }
 
 /// A warning when other processes took more than [`OTHER_SHARE`] of the
-/// cores during some size's batch; `None` when they did not, or when the
-/// machine's CPU could not be read (the load average decides then). The
-/// load average is no judge here: hundreds of the run's own database
+/// cores during some size's batch; `None` when they did not or the
+/// machine's CPU was not read (the load average decides then). The load
+/// average is no judge where it was: hundreds of the run's own database
 /// backends raise it.
 fn busy_warning(rows: &[SizeRow], cores: usize) -> Option<String> {
     let measured: Vec<(usize, f64)> = rows
