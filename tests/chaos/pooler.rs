@@ -99,15 +99,11 @@ async fn a_pgbouncer_refusing_startup_parameters_stops_mcq_with_the_fix() -> any
             vec!["serve", "--listen", "127.0.0.1:0", "--database-url", &via],
         ),
     ] {
-        let mut refused = McqProcess::spawn(name, &args, &[], logs.path())?;
-        let status = refused.wait_timeout(Duration::from_secs(60))?;
-        assert_eq!(status.code(), Some(1), "{name}\n{}", refused.logs());
-        let said = refused.log_text();
+        let said = exits_1(name, &args, logs.path())?;
         assert!(
             said.contains("unsupported startup parameter")
                 && said.contains("ignore_startup_parameters = extra_float_digits"),
-            "{name} says what to fix\n{}",
-            refused.logs()
+            "{name} says what to fix\n{said}"
         );
     }
     Ok(())
@@ -263,7 +259,7 @@ async fn a_transaction_pool_carries_the_api_workers_and_a_scale_fleet_on_few_con
     assert_eq!(row["refused"], 0);
 
     // Migrations need a session of their own.
-    let mut migrating = McqProcess::spawn(
+    let said = exits_1(
         "migrating-server",
         &[
             "serve",
@@ -274,17 +270,11 @@ async fn a_transaction_pool_carries_the_api_workers_and_a_scale_fleet_on_few_con
             "--db-pool-mode",
             "transaction",
         ],
-        &[],
         logs.path(),
     )?;
-    let status = migrating.wait_timeout(Duration::from_secs(60))?;
-    assert_eq!(status.code(), Some(1), "{}", migrating.logs());
     assert!(
-        migrating
-            .log_text()
-            .contains("migrations need a PostgreSQL session"),
-        "{}",
-        migrating.logs()
+        said.contains("migrations need a PostgreSQL session"),
+        "{said}"
     );
     drop(bouncer);
 
@@ -297,7 +287,7 @@ async fn a_transaction_pool_carries_the_api_workers_and_a_scale_fleet_on_few_con
     };
     let bouncer = PgBouncer::start_with(&bin, &db.url, &untracked, logs.path())?;
     let via = bouncer.url(&db.name);
-    let mut refused = McqProcess::spawn(
+    let said = exits_1(
         "untracked-worker",
         &[
             "worker",
@@ -306,23 +296,26 @@ async fn a_transaction_pool_carries_the_api_workers_and_a_scale_fleet_on_few_con
             "--db-pool-mode",
             "transaction",
         ],
-        &[],
         logs.path(),
     )?;
-    let status = refused.wait_timeout(Duration::from_secs(60))?;
-    assert_eq!(status.code(), Some(1), "{}", refused.logs());
-    let said = refused.log_text();
     assert!(
         said.contains("max_prepared_statements"),
-        "names the setting\n{}",
-        refused.logs()
+        "names the setting\n{said}"
     );
     assert!(
         said.contains("connect_query='SET idle_in_transaction_session_timeout = 5000"),
-        "warns of the missing bounds with the line to add\n{}",
-        refused.logs()
+        "warns of the missing bounds with the line to add\n{said}"
     );
     Ok(())
+}
+
+/// Runs `mcq` with `args`, which must exit 1 within a minute; returns
+/// what it logged.
+fn exits_1(name: &str, args: &[&str], logs: &Path) -> anyhow::Result<String> {
+    let mut process = McqProcess::spawn(name, args, &[], logs)?;
+    let status = process.wait_timeout(Duration::from_secs(60))?;
+    assert_eq!(status.code(), Some(1), "{name}\n{}", process.logs());
+    Ok(process.log_text())
 }
 
 /// Server connections of the transaction-mode test's pool.
