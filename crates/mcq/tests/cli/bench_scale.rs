@@ -29,6 +29,28 @@ fn bad_flags_are_rejected_with_a_clear_message() {
             ][..],
             "workers",
         ),
+        (
+            &[
+                "--database-url",
+                "postgres://127.0.0.1:1/x",
+                "--fleet-url",
+                "sqlite:fleet.sqlite",
+            ][..],
+            "give postgres://",
+        ),
+        (
+            &[
+                "--database-url",
+                "postgres://127.0.0.1:1/x",
+                "--db-pool-mode",
+                "pooled",
+            ][..],
+            "not a pool mode",
+        ),
+        (
+            &["--database-url", "postgres://127.0.0.1:1/x", "--poll", "0"][..],
+            "not from 10ms to 60s",
+        ),
     ] {
         let output = mcq()
             .args(["bench", "scale"])

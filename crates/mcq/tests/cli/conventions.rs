@@ -91,6 +91,7 @@ fn serve_and_worker_take_the_queue_settings_with_their_defaults() {
             ("--retention", "[default: 7d]"),
             ("--db-pool-size", "[default: 16]"),
             ("--db-unreachable-after", "[default: 0.9]"),
+            ("--db-pool-mode", "[default: session]"),
         ] {
             let at = help
                 .find(flag)
@@ -107,12 +108,28 @@ fn serve_and_worker_take_the_queue_settings_with_their_defaults() {
                 &["--db-unreachable-after", "0"],
                 "not from 0.1 to 5 seconds",
             ),
+            (&["--db-pool-mode", "statement"], "not a pool mode"),
         ] {
             let (code, text) = exit_and_stderr(&[&[command][..], args].concat());
             assert_eq!(code, Some(2), "{command} {args:?}: {text}");
             assert!(text.contains(range), "{command} {args:?}: {text}");
         }
     }
+}
+
+#[test]
+fn the_workers_poll_takes_a_duration_within_its_range() {
+    for (args, expected) in [
+        (&["worker", "--poll", "5ms"][..], "not from 10ms to 60s"),
+        (&["worker", "--poll", "2m"], "not a duration"),
+        (&["worker", "--poll", ""], "not a duration"),
+    ] {
+        let (code, text) = exit_and_stderr(args);
+        assert_eq!(code, Some(2), "mcq {args:?}: {text}");
+        assert!(text.contains(expected), "mcq {args:?}: {text}");
+    }
+    let out = mcq().args(["worker", "--help"]).output().expect("help");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[default: 1s]"));
 }
 
 #[test]
