@@ -48,8 +48,9 @@ impl PgQueue {
         events
     }
 
-    /// Wakes this process's waiting workers after it queued work, when no
-    /// listener brings the store's own `NOTIFY` back to it.
+    /// Wakes this process's waiting workers after it queued work (a
+    /// submission, a retry, a hand-back, a reaped lease), when no listener
+    /// brings the store's own `NOTIFY` back to it.
     pub(super) fn wake_own_workers(&self) {
         if !self.listens() {
             self.wakeup.work.wake();

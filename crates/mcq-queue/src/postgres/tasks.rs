@@ -246,6 +246,9 @@ impl PgQueue {
                 .await?;
         }
         tx.commit().await?;
+        if reaped.requeued > 0 {
+            self.wake_own_workers();
+        }
         Ok(reaped)
     }
 
@@ -298,6 +301,9 @@ impl PgQueue {
                 .await?;
         }
         tx.commit().await?;
+        if state != "failed" {
+            self.wake_own_workers();
+        }
         Ok(true)
     }
 
@@ -338,6 +344,9 @@ impl PgQueue {
                 .await?;
         }
         tx.commit().await?;
+        if !rows.is_empty() {
+            self.wake_own_workers();
+        }
         Ok(rows.len())
     }
 }
