@@ -113,8 +113,10 @@ async fn a_pgbouncer_refusing_startup_parameters_stops_mcq_with_the_fix() -> any
 /// started with `--db-pool-mode transaction`: the API and three workers
 /// hold more client connections than the role may open at PostgreSQL (its
 /// `CONNECTION LIMIT` is the pool's 4 server connections), a batch
-/// finishes exactly once and its long poll is answered, every server
-/// connection carries the bounds from the pooler's `connect_query`, and
+/// finishes exactly once and its long poll is answered, so does another
+/// with the pooler SIGKILLed under it and back a second later, every
+/// server connection carries the bounds from the pooler's `connect_query`,
+/// and
 /// `mcq bench scale` runs a fleet through the same pool. A pooler that
 /// does not keep prepared statements apart is refused at start, naming the
 /// setting; so is a migration through the pool.
@@ -162,7 +164,7 @@ async fn a_transaction_pool_carries_the_api_workers_and_a_scale_fleet_on_few_con
         user: &role,
         ..Pool::default()
     };
-    let bouncer = PgBouncer::start_with(&bin, &db.url, &tracked, logs.path())?;
+    let mut bouncer = PgBouncer::start_with(&bin, &db.url, &tracked, logs.path())?;
     let via = bouncer.url_as(&role, &db.name);
     let pooled = ["--db-pool-mode", "transaction"];
     let (server, base) = McqProcess::server(
@@ -188,8 +190,40 @@ async fn a_transaction_pool_carries_the_api_workers_and_a_scale_fleet_on_few_con
         clients > SERVERS as usize && servers <= i64::from(SERVERS),
         "{clients} client connections on {servers} server connections (at most {SERVERS})"
     );
+    // A second batch, with the pooler killed under it and back after 1 s:
+    // every process rides it out, nothing is lost or done twice.
+    let again: Vec<_> = (0..120).map(|i| batch::spec(8, 71_000 + i)).collect();
+    let again_id = batch::submit(&store, again.clone()).await?;
+    let started = std::time::Instant::now();
+    let at_kill = loop {
+        let view = store
+            .batch(again_id, mcq_queue::Scope::All)
+            .await?
+            .context("the batch")?;
+        if view.counts.succeeded > 0 {
+            break view;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "no job finished"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    bouncer.kill_and_restart(Duration::from_secs(1))?;
+    eprintln!(
+        "pooler killed with {} of {} jobs done",
+        at_kill.counts.succeeded, at_kill.total
+    );
+    assert!(
+        !at_kill.done,
+        "the batch ended before the pooler was killed"
+    );
+    let read_again = format!("{base}/v1/batches/{again_id}?wait=20s");
+    api::until_ok(&client, &read_again, Duration::from_secs(90), &server).await?;
     let everyone = [&workers[0], &workers[1], &workers[2], &server];
-    outcome::assert_exactly_once(&db.url, &store, batch_id, &specs, specs.len(), &everyone).await?;
+    let jobs = specs.len() + again.len();
+    outcome::assert_exactly_once(&db.url, &store, batch_id, &specs, jobs, &everyone).await?;
+    outcome::assert_exactly_once(&db.url, &store, again_id, &again, jobs, &everyone).await?;
     for process in everyone {
         let said = process.log_text();
         assert!(
@@ -392,6 +426,9 @@ fn tracks_prepared_statements(bin: &Path) -> bool {
 struct PgBouncer {
     child: Child,
     port: u16,
+    /// How it was started, to start it again.
+    command: Command,
+    log: PathBuf,
 }
 
 impl PgBouncer {
@@ -456,12 +493,12 @@ impl PgBouncer {
                 own.join("pgbouncer.log").display()
             ),
         )?;
-        let mut command = Command::new(bin);
         // PgBouncer refuses to run as root; -u switches to another user.
         let root = Command::new("id")
             .arg("-u")
             .output()
             .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        let mut command = Command::new(bin);
         if root {
             let status = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
@@ -470,20 +507,26 @@ impl PgBouncer {
             anyhow::ensure!(status.success(), "chown of {} failed", own.display());
             command.args(["-u", "postgres"]);
         }
-        let child = command
+        command
             .arg(&ini)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting pgbouncer")?;
+            .stderr(Stdio::null());
         let mut bouncer = PgBouncer {
-            child,
+            child: command.spawn().context("starting pgbouncer")?,
             port: listen,
+            command,
+            log: own.join("pgbouncer.log"),
         };
+        bouncer.until_listening()?;
+        Ok(bouncer)
+    }
+
+    /// Waits until the pooler accepts connections.
+    fn until_listening(&mut self) -> anyhow::Result<()> {
         let start = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
-            if let Some(status) = bouncer.child.try_wait()? {
-                let log = std::fs::read_to_string(own.join("pgbouncer.log")).unwrap_or_default();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Some(status) = self.child.try_wait()? {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
                 bail!("pgbouncer exited with {status}:\n{log}");
             }
             anyhow::ensure!(
@@ -492,7 +535,18 @@ impl PgBouncer {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(bouncer)
+        Ok(())
+    }
+
+    /// SIGKILLs the pooler (every client and server connection through it
+    /// drops at once), leaves it down for `down`, and starts it again on
+    /// the same port.
+    fn kill_and_restart(&mut self, down: Duration) -> anyhow::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        std::thread::sleep(down);
+        self.child = self.command.spawn().context("restarting pgbouncer")?;
+        self.until_listening()
     }
 
     fn url(&self, database: &str) -> String {
