@@ -57,14 +57,26 @@ impl PgQueue {
         }
     }
 
-    /// Announces on the work channel that `worker` is idle.
+    /// Announces on the work channel that `worker` is idle, and marks its
+    /// row so, for the peers that hear no announcement (through a
+    /// transaction-mode pool their heartbeats ask; `tasks.rs`).
     pub(crate) async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(format!("{IDLE_PREFIX}{worker}"))
-            .execute(&mut *self.conn().await?)
-            .await?;
+        sqlx::query(
+            "WITH mark AS (UPDATE workers SET idle_since = now() WHERE id = $3)
+             SELECT pg_notify($1, $2)",
+        )
+        .bind(CHANNEL)
+        .bind(format!("{IDLE_PREFIX}{worker}"))
+        .bind(worker)
+        .execute(&mut *self.conn().await?)
+        .await?;
         Ok(())
+    }
+
+    /// Tells this process's idle subscribers that `worker` is idle, as its
+    /// announcement would have, when the store hears none itself.
+    pub(super) fn tell_idle(&self, worker: Uuid) {
+        self.wakeup.idle.announce(worker);
     }
 
     /// Subscribes to idle announcements from every process.

@@ -88,16 +88,28 @@ FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 /// `due` marks running leases past half their length.
 /// A worker that tells of itself (`$4`, `$5`) also sets its draining flag
 /// and recent throughput; one that does not leaves them as they are.
+/// One that holds tasks clears its idle mark, and, with `$6` (a store
+/// that hears no announcements: through a transaction-mode pool), asks
+/// for one live idle peer, returned as a row with only `idle_peer` set.
 const HEARTBEAT_READ: &str = "
 WITH beat AS (
     UPDATE workers SET last_heartbeat_at = now(), draining = coalesce($4, draining),
-                       tasks_last_minute = coalesce($5, tasks_last_minute)
+                       tasks_last_minute = coalesce($5, tasks_last_minute),
+                       idle_since = CASE WHEN cardinality($2::int8[]) > 0 THEN NULL
+                                         ELSE idle_since END
     WHERE id = $1
 )
 SELECT t.id, t.lease_token, t.state = 'running' AS running,
-       t.lease_expires_at < now() + make_interval(secs => $3 / 2) AS due
+       t.lease_expires_at < now() + make_interval(secs => $3 / 2) AS due,
+       NULL::uuid AS idle_peer
 FROM tasks t
-WHERE t.id = ANY($2::int8[])";
+WHERE t.id = ANY($2::int8[])
+UNION ALL
+(SELECT NULL, NULL, NULL, NULL, w.id
+ FROM workers w
+ WHERE $6 AND cardinality($2::int8[]) > 0 AND w.idle_since IS NOT NULL AND w.id <> $1
+   AND w.last_heartbeat_at > now() - make_interval(secs => $3)
+ LIMIT 1)";
 
 /// Heartbeat, step 2 (only when step 1 found something to do): renews the
 /// due leases and tells, once, the held tasks of ended jobs by dropping
@@ -154,10 +166,16 @@ impl PgQueue {
             .bind(self.lease_secs())
             .bind(pulse.map(|p| p.draining))
             .bind(pulse.map(|p| i64::try_from(p.tasks_last_minute).unwrap_or(i64::MAX)))
+            // Peers that hear no announcement ask here instead.
+            .bind(!self.listens())
             .fetch_all(&mut *self.conn().await?)
             .await?;
         let mut now = HashMap::with_capacity(rows.len());
         for row in &rows {
+            if let Some(peer) = row.try_get::<Option<Uuid>, _>("idle_peer")? {
+                self.tell_idle(peer);
+                continue;
+            }
             let id: i64 = row.try_get("id")?;
             let token: Option<Uuid> = row.try_get("lease_token")?;
             let running: bool = row.try_get("running")?;

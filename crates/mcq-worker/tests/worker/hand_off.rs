@@ -1,8 +1,10 @@
-//! Two workers on one embedded store: the first claims a whole batch ahead
-//! of its single slot; the second, finding the queue empty, announces that
-//! it is idle, and the first hands it half of what it has not started.
+//! Two workers on one store: the first claims a whole batch ahead of its
+//! single slot; the second, finding the queue empty, announces that it is
+//! idle, and the first hands it half of what it has not started. On the
+//! embedded store, and on PostgreSQL through a transaction-mode pool's
+//! settings (no `LISTEN`: the announcement travels by the workers table).
 
-use mcq_queue::Scope;
+use mcq_queue::{PoolMode, QueueConfig, Scope, Store};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -29,9 +31,40 @@ fn config(prefetch_window: Duration) -> WorkerConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
     let (store, dir) = common::store("hand-off").await;
+    hand_off(&store).await;
+    common::remove(store, dir).await;
+}
+
+/// The same on PostgreSQL in transaction pool mode, where no `NOTIFY`
+/// reaches anyone: the hoarder's heartbeat learns from the workers table
+/// that its peer announced itself idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_notifications_the_heartbeat_tells_of_an_idle_peer() {
+    let Some(db) = mcq_testdb::postgres().await else {
+        return;
+    };
+    let session = QueueConfig {
+        chunks_per_task: 64,
+        ..QueueConfig::default()
+    };
+    let migrator = Store::connect(&db.url, session.clone())
+        .await
+        .expect("connect");
+    migrator.migrate().await.expect("migrate");
+    let pooled = QueueConfig {
+        pool_mode: PoolMode::Transaction,
+        ..session
+    };
+    let store = Store::connect(&db.url, pooled).await.expect("connect");
+    hand_off(&store).await;
+}
+
+/// The first worker hoards the batch; the second joins late; the first
+/// must hand it half of what it has not started, every result exact.
+async fn hand_off(store: &Store) {
     // The batch lasts long enough for the second worker to join.
     let specs = common::specs(RUNS, 0..JOBS as u64);
-    let batch = common::submit_batch(&store, specs.clone()).await;
+    let batch = common::submit_batch(store, specs.clone()).await;
 
     // The first worker claims as much as a minute of work ahead: after its
     // first task it holds the rest of the batch.
@@ -66,7 +99,7 @@ async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
     let late = tokio::spawn(
         Worker::new(store.clone(), config(Duration::from_millis(50))).run(shutdown.clone()),
     );
-    let done = common::wait_done(&store, batch, Duration::from_secs(120)).await;
+    let done = common::wait_done(store, batch, Duration::from_secs(120)).await;
     assert_eq!(done.counts.succeeded, JOBS as u64, "{:?}", done.counts);
     shutdown.cancel();
     let hoarder = hoarder.await.expect("join").expect("first worker");
@@ -109,5 +142,4 @@ async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
         );
         assert_eq!(got.std_error.to_bits(), expected.std_error.to_bits());
     }
-    common::remove(store, dir).await;
 }
