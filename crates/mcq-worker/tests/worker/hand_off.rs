@@ -19,11 +19,12 @@ const JOBS: usize = 24;
 /// `common::store` configures), tens of milliseconds of kernel time, far longer than a claim.
 const RUNS: u64 = 4_000_000;
 
-fn config(prefetch_window: Duration) -> WorkerConfig {
+fn config(prefetch_window: Duration, heartbeat_interval: Duration) -> WorkerConfig {
     WorkerConfig {
         concurrency: 1,
         threads: 1,
         prefetch_window,
+        heartbeat_interval,
         ..WorkerConfig::default()
     }
 }
@@ -31,7 +32,7 @@ fn config(prefetch_window: Duration) -> WorkerConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_worker_is_handed_half_of_what_another_has_not_started() {
     let (store, dir) = common::store("hand-off").await;
-    hand_off(&store).await;
+    hand_off(&store, WorkerConfig::default().heartbeat_interval).await;
     common::remove(store, dir).await;
 }
 
@@ -56,12 +57,14 @@ async fn without_notifications_the_heartbeat_tells_of_an_idle_peer() {
         ..session
     };
     let store = Store::connect(&db.url, pooled).await.expect("connect");
-    hand_off(&store).await;
+    // The batch lasts about a second: beats well within it, so that the
+    // hoarder asks while it still holds unstarted tasks.
+    hand_off(&store, Duration::from_millis(100)).await;
 }
 
 /// The first worker hoards the batch; the second joins late; the first
 /// must hand it half of what it has not started, every result exact.
-async fn hand_off(store: &Store) {
+async fn hand_off(store: &Store, heartbeat: Duration) {
     // The batch lasts long enough for the second worker to join.
     let specs = common::specs(RUNS, 0..JOBS as u64);
     let batch = common::submit_batch(store, specs.clone()).await;
@@ -70,7 +73,8 @@ async fn hand_off(store: &Store) {
     // first task it holds the rest of the batch.
     let shutdown = CancellationToken::new();
     let hoarder = tokio::spawn(
-        Worker::new(store.clone(), config(Duration::from_secs(60))).run(shutdown.clone()),
+        Worker::new(store.clone(), config(Duration::from_secs(60), heartbeat))
+            .run(shutdown.clone()),
     );
     // Re-read whenever a job finishes: the claim of the rest follows the
     // first task's report.
@@ -97,7 +101,8 @@ async fn hand_off(store: &Store) {
     );
 
     let late = tokio::spawn(
-        Worker::new(store.clone(), config(Duration::from_millis(50))).run(shutdown.clone()),
+        Worker::new(store.clone(), config(Duration::from_millis(50), heartbeat))
+            .run(shutdown.clone()),
     );
     let done = common::wait_done(store, batch, Duration::from_secs(120)).await;
     assert_eq!(done.counts.succeeded, JOBS as u64, "{:?}", done.counts);
