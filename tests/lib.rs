@@ -138,6 +138,18 @@ impl McqProcess {
         )
     }
 
+    /// Starts `count` workers named `worker0`, `worker1`, … as [`Self::worker`].
+    pub fn workers(
+        count: usize,
+        url: &str,
+        extra: &[&str],
+        log_dir: &Path,
+    ) -> anyhow::Result<Vec<McqProcess>> {
+        (0..count)
+            .map(|i| McqProcess::worker(&format!("worker{i}"), url, extra, log_dir))
+            .collect()
+    }
+
     /// Process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

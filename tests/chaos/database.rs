@@ -41,10 +41,7 @@ async fn the_service_rides_out_database_restarts_and_an_outage() -> anyhow::Resu
     let (server, base) =
         McqProcess::server("server", &url, &["--embedded-workers", "0"], logs.path())?;
     let args = ["--concurrency", "1", "--lease", "5", "--heartbeat", "0.5"];
-    let workers = [
-        McqProcess::worker("worker0", &url, &args, logs.path())?,
-        McqProcess::worker("worker1", &url, &args, logs.path())?,
-    ];
+    let workers = McqProcess::workers(2, &url, &args, logs.path())?;
     let client = reqwest::Client::new();
 
     let faults = [

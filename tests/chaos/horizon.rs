@@ -45,10 +45,7 @@ async fn jobs_flow_while_a_long_transaction_holds_the_horizon() -> anyhow::Resul
     let logs = TempDir::new("mcq-chaos-horizon")?;
     let store = batch::store(&url, 16).await?;
     let args = ["--concurrency", "1", "--threads", "1"];
-    let workers = [
-        McqProcess::worker("worker0", &url, &args, logs.path())?,
-        McqProcess::worker("worker1", &url, &args, logs.path())?,
-    ];
+    let workers = McqProcess::workers(2, &url, &args, logs.path())?;
     let refs: Vec<&McqProcess> = workers.iter().collect();
 
     let stop = Arc::new(AtomicBool::new(false));

@@ -37,10 +37,7 @@ async fn workers_and_the_api_run_through_pgbouncer_in_session_mode_only() -> any
         logs.path(),
     )?;
     let args = ["--concurrency", "2"];
-    let workers = [
-        McqProcess::worker("worker0", &via, &args, logs.path())?,
-        McqProcess::worker("worker1", &via, &args, logs.path())?,
-    ];
+    let workers = McqProcess::workers(2, &via, &args, logs.path())?;
     let specs: Vec<_> = (0..30).map(|i| batch::spec(8, 60_000 + i)).collect();
     let batch_id = batch::submit(&store, specs.clone()).await?;
     let client = reqwest::Client::new();
@@ -174,11 +171,7 @@ async fn a_transaction_pool_carries_the_api_workers_and_a_scale_fleet_on_few_con
         logs.path(),
     )?;
     let args = [&pooled[..], &["--concurrency", "2", "--poll", "100ms"]].concat();
-    let workers = [
-        McqProcess::worker("worker0", &via, &args, logs.path())?,
-        McqProcess::worker("worker1", &via, &args, logs.path())?,
-        McqProcess::worker("worker2", &via, &args, logs.path())?,
-    ];
+    let workers = McqProcess::workers(3, &via, &args, logs.path())?;
     let specs: Vec<_> = (0..30).map(|i| batch::spec(8, 70_000 + i)).collect();
     let batch_id = batch::submit(&store, specs.clone()).await?;
     let client = reqwest::Client::new();

@@ -34,10 +34,7 @@ async fn workers_survive_a_database_restart() -> anyhow::Result<()> {
     let batch_id = batch::submit(&store, specs.clone()).await?;
 
     let args = ["--concurrency", "1", "--lease", "5", "--heartbeat", "0.5"];
-    let mut workers = vec![
-        McqProcess::worker("worker0", &url, &args, logs.path())?,
-        McqProcess::worker("worker1", &url, &args, logs.path())?,
-    ];
+    let mut workers = McqProcess::workers(2, &url, &args, logs.path())?;
     let refs: Vec<&McqProcess> = workers.iter().collect();
     batch::wait_until(
         &store,
