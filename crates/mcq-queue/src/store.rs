@@ -93,6 +93,13 @@ pub enum StoreError {
         /// What the server said.
         message: String,
     },
+    /// A transaction pool mode with an SQLite URL: the embedded store has
+    /// no pooler in front of it.
+    #[error(
+        "--db-pool-mode transaction is for PostgreSQL behind a pooler in transaction mode; the \
+         embedded SQLite store has none: leave the pool mode at session"
+    )]
+    PoolModeWithoutPostgres,
     /// Migrations need a session of their own, which a transaction-mode
     /// pool does not give.
     #[error(
@@ -115,13 +122,15 @@ impl StoreError {
         }
     }
 
-    /// True when the database URL itself is unusable: it does not parse, or
-    /// names no database mcq supports. A mistake of configuration, which no
-    /// retry heals.
+    /// True when the database URL itself is unusable: it does not parse,
+    /// names no database mcq supports, or does not fit the pool mode. A
+    /// mistake of configuration, which no retry heals.
     pub fn is_bad_url(&self) -> bool {
         matches!(
             self,
-            StoreError::UnsupportedUrl(_) | StoreError::Database(sqlx::Error::Configuration(_))
+            StoreError::UnsupportedUrl(_)
+                | StoreError::PoolModeWithoutPostgres
+                | StoreError::Database(sqlx::Error::Configuration(_))
         )
     }
 }
@@ -272,6 +281,9 @@ impl Store {
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Backend::Postgres(PgQueue::connect(url, config.clone()).await?)
         } else if url.starts_with("sqlite:") {
+            if config.pool_mode == PoolMode::Transaction {
+                return Err(StoreError::PoolModeWithoutPostgres);
+            }
             Backend::Sqlite(SqliteQueue::connect(url, config.clone()).await?)
         } else {
             return Err(StoreError::UnsupportedUrl(url.to_owned()));

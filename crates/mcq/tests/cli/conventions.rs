@@ -133,6 +133,36 @@ fn the_workers_poll_takes_a_duration_within_its_range() {
 }
 
 #[test]
+fn a_transaction_pool_mode_on_sqlite_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite:{}", dir.path().join("q.sqlite").display());
+    let (code, text) = exit_and_stderr(&[
+        "worker",
+        "--database-url",
+        &url,
+        "--db-pool-mode",
+        "transaction",
+    ]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("leave the pool mode at session"), "{text}");
+    let (code, text) = exit_and_stderr(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        &url,
+        "--db-pool-mode",
+        "transaction",
+    ]);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("leave the pool mode at session"), "{text}");
+    assert!(
+        !dir.path().join("q.sqlite").exists(),
+        "nothing was created before refusing"
+    );
+}
+
+#[test]
 fn an_unreachable_server_exits_3() {
     // Nothing listens on port 1 of the loopback: the connection is refused.
     let id = "00000000-0000-0000-0000-000000000000";
