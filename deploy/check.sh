@@ -5,10 +5,12 @@
 #     env file, since the real one is not committed), and the start order,
 #     scaling and stop settings it resolves to;
 #   - deploy/k8s/*.yaml against the Kubernetes schemas (kubernetes-validate,
-#     strict: unknown fields are errors), the ScaledObject against KEDA's
-#     CRD schema kept in deploy/k8s/schemas/, and the settings that must
-#     agree across files (grace period > shutdown timeout, KEDA target =
-#     worker concurrency);
+#     strict: unknown fields are errors), the ScaledObject and the
+#     TriggerAuthentication against KEDA's CRD schemas kept in
+#     deploy/k8s/schemas/, and what must agree across files (grace period >
+#     shutdown timeout, KEDA target = worker concurrency, the database CA
+#     mounted wherever the URL is read, Ingress hosts allowed by the API,
+#     and the connection budget against deploy/README.md's table);
 #   - deploy/grafana/mcq.json is JSON and deploy/prometheus/prometheus.yml
 #     is YAML (the metric names they use are checked against a real
 #     scrape by the workspace tests, tests/e2e/metrics.rs);
@@ -66,7 +68,7 @@ for file in deploy/k8s/*.yaml; do
 done
 kubernetes-validate --strict --quiet -k "$KUBERNETES_VERSION" "${manifests[@]}"
 
-echo "deploy-check: ScaledObject against the KEDA CRD schema; cross-file settings"
+echo "deploy-check: KEDA objects against their CRD schemas; cross-file settings; connection budget"
 python3 deploy/check_k8s.py deploy/k8s
 echo "deploy-check: Grafana dashboard and Prometheus scrape example parse"
 python3 -m json.tool deploy/grafana/mcq.json >/dev/null
