@@ -14,8 +14,9 @@
 #   - deploy/grafana/mcq.json is JSON and deploy/prometheus/prometheus.yml
 #     is YAML (the metric names they use are checked against a real
 #     scrape by the workspace tests, tests/e2e/metrics.rs);
-#   - deploy/prometheus/alerts.yml with `promtool check rules`, and its
-#     unit tests (alerts.test.yml) with `promtool test rules`.
+#   - deploy/prometheus/prometheus.yml and kubernetes.yml with `promtool
+#     check config`, alerts.yml with `promtool check rules`, and its unit
+#     tests (alerts.test.yml) with `promtool test rules`.
 # Installs its tools when missing (pip, apt); pass --no-install to only check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +74,28 @@ python3 deploy/check_k8s.py deploy/k8s
 echo "deploy-check: Grafana dashboard and Prometheus scrape example parse"
 python3 -m json.tool deploy/grafana/mcq.json >/dev/null
 python3 -c 'import sys, yaml; yaml.safe_load(open(sys.argv[1]))' deploy/prometheus/prometheus.yml
-echo "deploy-check: Prometheus alert rules and their unit tests (promtool)"
+echo "deploy-check: Prometheus configurations, alert rules and their unit tests (promtool)"
+# The configurations name the admin key's file, which promtool opens: check
+# copies that point at an empty file instead. Debian builds Prometheus
+# without Kubernetes discovery, so in kubernetes.yml's copy a static target
+# stands for each kubernetes_sd_configs (the relabelling is still checked).
+prom=$(mktemp -d)
+trap 'rm -rf "$prom"' EXIT
+cp deploy/prometheus/*.yml "$prom/"
+: >"$prom/key"
+python3 - "$prom/kubernetes.yml" <<'PY'
+import sys, yaml
+path = sys.argv[1]
+config = yaml.safe_load(open(path))
+for job in config["scrape_configs"]:
+    if job.pop("kubernetes_sd_configs", None) is not None:
+        job["static_configs"] = [{"targets": ["pod.invalid:9464"]}]
+yaml.safe_dump(config, open(path, "w"))
+PY
+for config in prometheus.yml kubernetes.yml; do
+    sed -i "s#credentials_file: .*#credentials_file: $prom/key#" "$prom/$config"
+    promtool check config "$prom/$config"
+done
 promtool check rules deploy/prometheus/alerts.yml
 promtool test rules deploy/prometheus/alerts.test.yml
 echo "deploy-check: ok"
