@@ -18,7 +18,7 @@ use plotters::prelude::*;
 pub(crate) use breakeven::BreakEvenChart;
 pub(crate) use cost::CostChart;
 pub(crate) use links::{RttChart, SpeedupChart};
-pub(crate) use scale::ScaleChart;
+pub(crate) use scale::{ScaleChart, ScaleCpuChart};
 pub(crate) use timeline::TimelineChart;
 pub(crate) use wall::WallChart;
 

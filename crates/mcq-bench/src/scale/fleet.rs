@@ -41,7 +41,8 @@ impl Database {
         }
     }
 
-    fn ticks(self) -> Option<u64> {
+    /// CPU ticks of the postmaster and its backends so far.
+    pub(crate) fn ticks(self) -> Option<u64> {
         self.postmaster.and_then(cpu::tree_ticks)
     }
 }
@@ -250,6 +251,11 @@ async fn measure(
         db_connections: connections,
         refused: 0,
         contended: 0,
+        floor_per_s: None,
+        floor_efficiency: None,
+        floor_db_cpu_per_task_us: None,
+        floor_db_cores: None,
+        db_cpu_ratio: None,
     })
 }
 

@@ -10,6 +10,7 @@
 
 mod cpu;
 mod fleet;
+mod floor;
 mod output;
 mod pickup;
 
@@ -20,7 +21,8 @@ use anyhow::{Context, bail};
 use mcq_queue::{PoolMode, QueueConfig, Store};
 use serde::Serialize;
 
-pub use output::{SCALE_CHART, SCALE_CSV, SCALE_JSON};
+pub use floor::FloorRow;
+pub use output::{SCALE_CHART, SCALE_CPU_CHART, SCALE_CSV, SCALE_JSON};
 
 use crate::environment::{Environment, backend_version};
 use crate::link::{LinkProfile, relay_url};
@@ -57,6 +59,10 @@ pub struct ScalePlan {
     /// The workers' longest idle wait for work (what finds new work when
     /// nothing is announced, as through a transaction-mode pool).
     pub poll: Duration,
+    /// Whether each size also runs the minimal `SKIP LOCKED` queue
+    /// ([`floor`]) beside mcq's fleet, for the CPU per task to read
+    /// mcq's against.
+    pub floor: bool,
 }
 
 /// The figures of one fleet size.
@@ -103,6 +109,32 @@ pub struct SizeRow {
     /// Claims that came back short because the work they passed over was
     /// held by other claims (a staged row), each tried again shortly.
     pub contended: u64,
+    /// The minimal queue's throughput at the same size, tasks per second.
+    pub floor_per_s: Option<f64>,
+    /// The minimal queue's throughput over the same ideal.
+    pub floor_efficiency: Option<f64>,
+    /// The minimal queue's database CPU per task, in microseconds.
+    pub floor_db_cpu_per_task_us: Option<f64>,
+    /// The cores the database kept busy for the minimal queue.
+    pub floor_db_cores: Option<f64>,
+    /// mcq's database CPU per task over the minimal queue's.
+    pub db_cpu_ratio: Option<f64>,
+}
+
+impl SizeRow {
+    /// Adds the minimal queue's figures of the same size.
+    fn with_floor(mut self, floor: &floor::FloorRow) -> SizeRow {
+        self.floor_per_s = Some(floor.throughput_per_s);
+        self.floor_efficiency = Some(floor.efficiency);
+        self.floor_db_cpu_per_task_us = floor.db_cpu_per_task_us;
+        self.floor_db_cores = floor.db_cores;
+        self.db_cpu_ratio = self
+            .db_cpu_per_task_us
+            .zip(floor.db_cpu_per_task_us)
+            .filter(|(_, f)| *f > 0.0)
+            .map(|(m, f)| m / f);
+        self
+    }
 }
 
 /// Where the coordinator stops keeping up.
@@ -161,6 +193,8 @@ pub struct ScaleSettings {
     pub through_pooler: bool,
     /// The workers' poll, in milliseconds.
     pub poll_ms: f64,
+    /// Whether the minimal queue ran beside mcq at every size.
+    pub floor: bool,
 }
 
 /// What a finished run produced.
@@ -236,6 +270,7 @@ pub fn scale(
             },
             through_pooler: plan.fleet_url.is_some(),
             poll_ms: plan.poll.as_secs_f64() * 1e3,
+            floor: plan.floor,
         },
         sizes: rows,
         saturation,
@@ -273,13 +308,49 @@ async fn run_sizes(
         let (relay, url) = relay_url(fleet_url, &plan.link_db, plan.seed)?;
         (Some(relay), url)
     };
+    if plan.floor {
+        floor::prepare(&plan.database_url).await?;
+    }
     let mut rows = Vec::with_capacity(plan.sizes.len());
-    for &workers in &plan.sizes {
-        let row = fleet::run_size(plan, &control, &worker_url, database, workers)
+    for (i, &workers) in plan.sizes.iter().enumerate() {
+        let loops = workers * plan.slots as usize;
+        let tasks = loops as u64 * u64::from(plan.rounds);
+        // The two queues take turns at going first, so that neither
+        // always meets the database just after the other's load.
+        let floor_first = plan.floor && i % 2 == 1;
+        let run_floor = async || {
+            floor::run(
+                &plan.database_url,
+                &worker_url,
+                database,
+                loops,
+                tasks,
+                plan.task,
+            )
+            .await
+            .with_context(|| format!("measuring the minimal queue at {workers} workers"))
+        };
+        let early = if floor_first {
+            Some(run_floor().await?)
+        } else {
+            None
+        };
+        let mut row = fleet::run_size(plan, &control, &worker_url, database, workers)
             .await
             .with_context(|| format!("measuring {workers} workers"))?;
+        let floor = match early {
+            Some(floor) => Some(floor),
+            None if plan.floor => Some(run_floor().await?),
+            None => None,
+        };
+        if let Some(floor) = &floor {
+            row = row.with_floor(floor);
+        }
         observer(&row);
         rows.push(row);
+    }
+    if plan.floor {
+        floor::remove(&plan.database_url).await;
     }
     Ok(rows)
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::ScaleSummary;
-use crate::chart::{self, ScaleChart};
+use crate::chart::{self, ScaleChart, ScaleCpuChart};
 use crate::output::{REPORT_MD, list_files, write_csv, write_json};
 
 /// One row per size.
@@ -16,14 +16,18 @@ pub const SCALE_CSV: &str = "scale.csv";
 pub const SCALE_JSON: &str = "scale.json";
 /// Base name of the chart (`.png` and `.svg`).
 pub const SCALE_CHART: &str = "scale-throughput";
+/// Base name of the chart of the database's CPU per task.
+pub const SCALE_CPU_CHART: &str = "scale-cpu";
 
-fn ours() -> [String; 5] {
+fn ours() -> [String; 7] {
     [
         SCALE_CSV.to_owned(),
         SCALE_JSON.to_owned(),
         REPORT_MD.to_owned(),
         format!("{SCALE_CHART}.png"),
         format!("{SCALE_CHART}.svg"),
+        format!("{SCALE_CPU_CHART}.png"),
+        format!("{SCALE_CPU_CHART}.svg"),
     ]
 }
 
@@ -51,12 +55,20 @@ pub(crate) fn write(summary: &mut ScaleSummary, dir: &Path) -> anyhow::Result<()
     let [_, svg] = chart::save(
         &ScaleChart {
             rows: &summary.sizes,
-            context,
+            context: context.clone(),
         },
         dir,
         SCALE_CHART,
     )?;
-    std::fs::write(dir.join(REPORT_MD), report(summary, &svg))
+    let [_, cpu_svg] = chart::save(
+        &ScaleCpuChart {
+            rows: &summary.sizes,
+            context,
+        },
+        dir,
+        SCALE_CPU_CHART,
+    )?;
+    std::fs::write(dir.join(REPORT_MD), report(summary, &[svg, cpu_svg]))
         .with_context(|| format!("writing {REPORT_MD}"))?;
     // The JSON is written last, listing itself, so that the list matches the folder.
     let mut files: Vec<String> = list_files(dir)?
@@ -76,7 +88,7 @@ fn opt(value: Option<f64>, digits: usize) -> String {
 }
 
 /// The table's rows as cells.
-fn cells(summary: &ScaleSummary) -> Vec<[String; 13]> {
+fn cells(summary: &ScaleSummary) -> Vec<[String; 16]> {
     summary
         .sizes
         .iter()
@@ -90,6 +102,10 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 13]> {
                 opt(r.pickup_p50_ms, 2),
                 opt(r.pickup_p99_ms, 1),
                 opt(r.db_cpu_per_task_us, 0),
+                opt(r.floor_db_cpu_per_task_us, 0),
+                opt(r.db_cpu_ratio, 2),
+                r.floor_efficiency
+                    .map_or("–".to_owned(), |e| format!("{:.1}%", e * 100.0)),
                 opt(r.db_cores, 2),
                 opt(r.bench_cores, 2),
                 opt(r.other_cores, 2),
@@ -100,7 +116,7 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 13]> {
         .collect()
 }
 
-const HEADERS: [&str; 13] = [
+const HEADERS: [&str; 16] = [
     "workers",
     "tasks",
     "ideal/s",
@@ -109,6 +125,9 @@ const HEADERS: [&str; 13] = [
     "pickup p50 ms",
     "pickup p99 ms",
     "DB CPU µs/task",
+    "floor µs/task",
+    "ratio",
+    "floor of ideal",
     "DB cores",
     "fleet cores",
     "other cores",
@@ -144,7 +163,7 @@ pub(crate) fn table(summary: &ScaleSummary) -> String {
     out
 }
 
-fn report(summary: &ScaleSummary, svg: &str) -> String {
+fn report(summary: &ScaleSummary, charts: &[String]) -> String {
     let s = &summary.settings;
     let e = &summary.environment;
     let mut out = String::new();
@@ -174,7 +193,7 @@ fn report(summary: &ScaleSummary, svg: &str) -> String {
     out.push_str(&e.markdown_rows());
     let _ = writeln!(
         out,
-        "| settings | sizes {:?}, {} slot(s), {} ms tasks, {} rounds, pool {} per worker ({} mode, {}), poll {} ms, seed {} |",
+        "| settings | sizes {:?}, {} slot(s), {} ms tasks, {} rounds, pool {} per worker ({} mode, {}), poll {} ms, seed {}, minimal queue {} |",
         s.sizes,
         s.slots,
         s.task_ms,
@@ -187,8 +206,16 @@ fn report(summary: &ScaleSummary, svg: &str) -> String {
             "direct"
         },
         s.poll_ms,
-        s.seed
+        s.seed,
+        if s.floor {
+            "beside each size"
+        } else {
+            "not run"
+        }
     );
-    let _ = writeln!(out, "\n## Chart\n\n![{svg}]({svg})");
+    out.push_str("\n## Charts\n");
+    for svg in charts {
+        let _ = writeln!(out, "\n![{svg}]({svg})");
+    }
     out
 }

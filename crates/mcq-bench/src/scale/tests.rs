@@ -22,6 +22,11 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         db_connections: 10,
         refused: 0,
         contended: 0,
+        floor_per_s: None,
+        floor_efficiency: None,
+        floor_db_cpu_per_task_us: None,
+        floor_db_cores: None,
+        db_cpu_ratio: None,
     }
 }
 
@@ -112,6 +117,7 @@ fn sqlite_and_empty_sizes_are_refused_with_what_to_give() {
         fleet_url: None,
         pool_mode: PoolMode::Session,
         poll: Duration::from_secs(1),
+        floor: true,
     };
     let dir = std::env::temp_dir();
     let err = scale(&plan, dir.clone(), &|_| {}).unwrap_err();
@@ -150,6 +156,7 @@ fn a_small_run_writes_files_that_parse() {
         fleet_url: None,
         pool_mode: PoolMode::Session,
         poll: Duration::from_secs(1),
+        floor: true,
     };
     let seen = std::sync::Mutex::new(Vec::new());
     let report = scale(&plan, out.path().to_path_buf(), &|row| {
@@ -171,7 +178,39 @@ fn a_small_run_writes_files_that_parse() {
         assert_eq!(row.refused, 0);
         assert!(row.db_connections >= workers as u64, "{row:?}");
         assert!(row.pickup_p50_ms.is_some(), "{row:?}");
+        // The minimal queue ran beside it on the same database, its rows
+        // all held for the same 10 ms, and the ratio is of the two CPUs.
+        let floor = row.floor_efficiency.expect("the minimal queue ran");
+        assert!(floor > 0.0 && floor <= 1.05, "{row:?}");
+        if let (Some(m), Some(f)) = (row.db_cpu_per_task_us, row.floor_db_cpu_per_task_us)
+            && f > 0.0
+        {
+            let ratio = row.db_cpu_ratio.expect("a ratio where both CPUs were read");
+            assert!((ratio - m / f).abs() < 1e-9, "{row:?}");
+        }
     }
+    let csv_text = std::fs::read_to_string(out.path().join(SCALE_CSV)).unwrap();
+    assert!(
+        csv_text
+            .lines()
+            .next()
+            .unwrap()
+            .contains("floor_db_cpu_per_task_us"),
+        "{csv_text}"
+    );
+    assert!(report.table.contains("floor µs/task"), "{}", report.table);
+    let left: bool = {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            use sqlx::Connection;
+            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            sqlx::query_scalar("SELECT to_regclass('mcq_bench_floor') IS NOT NULL")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap()
+        })
+    };
+    assert!(!left, "the minimal queue's table is dropped after the run");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join(SCALE_JSON)).unwrap())
             .unwrap();

@@ -66,6 +66,11 @@ pub(crate) struct Args {
     /// Seed of the specs and of the link's jitter.
     #[arg(long, default_value_t = 2010)]
     seed: u64,
+    /// Skip the minimal SKIP LOCKED queue that otherwise runs beside mcq
+    /// at every size, on the same database, as the floor of the database's
+    /// CPU per task.
+    #[arg(long)]
+    no_floor: bool,
     #[command(flatten)]
     log: LogFlags,
 }
@@ -99,6 +104,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         fleet_url: args.fleet_url.clone(),
         pool_mode: args.db_pool_mode,
         poll: args.poll,
+        floor: !args.no_floor,
     };
     let through = args
         .fleet_url
@@ -114,8 +120,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         plan.rounds
     );
     let report = mcq_bench::scale::scale(&plan, args.out, &|row: &SizeRow| {
+        let floor = match (row.floor_per_s, row.db_cpu_ratio) {
+            (Some(per_s), Some(ratio)) => {
+                format!("; minimal queue {per_s:.0} tasks/s, DB CPU per task ×{ratio:.2} of its")
+            }
+            (Some(per_s), None) => format!("; minimal queue {per_s:.0} tasks/s"),
+            _ => String::new(),
+        };
         println!(
-            "{:>5} workers: {:>8.0} tasks/s of {:>8.0} ideal ({:.1}%)",
+            "{:>5} workers: {:>8.0} tasks/s of {:>8.0} ideal ({:.1}%){floor}",
             row.workers,
             row.throughput_per_s,
             row.ideal_per_s,
