@@ -18,6 +18,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::demand::Demand;
+
 /// Announcements buffered per subscriber before it counts as lagging.
 const CAPACITY: usize = 1024;
 
@@ -28,6 +30,8 @@ pub(crate) struct Announcer {
     /// Whether every process that finishes jobs announces them here
     /// (PostgreSQL's `NOTIFY` reaches every listener), or only this one.
     complete: bool,
+    /// The waits in progress, which a listener serves while there are any.
+    demand: Demand,
 }
 
 impl Announcer {
@@ -35,7 +39,13 @@ impl Announcer {
         Announcer {
             tx: broadcast::channel(CAPACITY).0,
             complete,
+            demand: Demand::default(),
         }
+    }
+
+    /// The waits in progress on every subscription.
+    pub(crate) fn demand(&self) -> &Demand {
+        &self.demand
     }
 
     /// Announces that `count` jobs under `key` finished (nil key: jobs of
@@ -49,6 +59,7 @@ impl Announcer {
         FinishedEvents {
             rx: self.tx.subscribe(),
             complete: self.complete,
+            demand: self.demand.clone(),
         }
     }
 }
@@ -59,6 +70,7 @@ impl Announcer {
 pub struct FinishedEvents {
     rx: broadcast::Receiver<(Uuid, u64)>,
     complete: bool,
+    demand: Demand,
 }
 
 impl FinishedEvents {
@@ -74,6 +86,7 @@ impl FinishedEvents {
     /// job without a batch) are announced as finished, or `timeout` passes.
     /// True when woken by announcements; the caller re-reads.
     pub async fn wait_for(&mut self, key: Uuid, remaining: u64, timeout: Duration) -> bool {
+        let _waiting = self.demand.enter();
         let deadline = Instant::now() + timeout;
         let mut seen = 0;
         loop {

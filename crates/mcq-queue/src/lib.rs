@@ -13,6 +13,7 @@
 #![warn(clippy::cast_possible_truncation)]
 
 mod access;
+mod demand;
 mod finished;
 mod idle;
 mod outage;

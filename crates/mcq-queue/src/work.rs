@@ -14,17 +14,22 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::demand::Demand;
+
 /// The sending side, one per store.
 #[derive(Debug, Clone)]
 pub(crate) struct WorkSignal {
     /// A generation counter: every signal moves it on by one.
     tx: Arc<watch::Sender<u64>>,
+    /// The waits in progress, which a listener serves while there are any.
+    demand: Demand,
 }
 
 impl Default for WorkSignal {
     fn default() -> Self {
         WorkSignal {
             tx: Arc::new(watch::channel(0).0),
+            demand: Demand::default(),
         }
     }
 }
@@ -40,7 +45,13 @@ impl WorkSignal {
     pub(crate) fn subscribe(&self) -> WorkEvents {
         WorkEvents {
             rx: self.tx.subscribe(),
+            demand: self.demand.clone(),
         }
+    }
+
+    /// The waits in progress on every subscription of this signal.
+    pub(crate) fn demand(&self) -> &Demand {
+        &self.demand
     }
 }
 
@@ -49,12 +60,15 @@ impl WorkSignal {
 #[derive(Debug)]
 pub struct WorkEvents {
     rx: watch::Receiver<u64>,
+    demand: Demand,
 }
 
 impl WorkEvents {
     /// Returns once work may be waiting — at once if a signal came since
     /// this subscription last returned — or after `timeout`.
     pub async fn wait(&mut self, timeout: Duration) {
+        // Only a worker waiting for work needs other processes' signals.
+        let _waiting = self.demand.enter();
         let signalled = async {
             if self.rx.changed().await.is_err() {
                 // The store is gone: only the timeout ends the wait.

@@ -252,7 +252,11 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
     let drained_until = state.drained_until.filter(|_| drained);
     Decision::Wait {
         until: earliest([flush_at, drained_until, retry_at]),
-        work: drained,
+        // Work passed over because other claims held it is announced by no
+        // one: a contended worker waits out its short delay without
+        // listening (listening costs the database a wake-up per finished
+        // job).
+        work: drained && !state.contended,
     }
 }
 

@@ -1,8 +1,16 @@
 //! Waking idle workers and waiting long polls: a `LISTEN` connection per
-//! store and channel, started on the first wait, turns notifications into
-//! an in-process signal. NOTIFY can be lost (reconnects, poolers), so waits
-//! always have a timeout, and every reconnect wakes the waiters in case
-//! something was missed meanwhile.
+//! store and channel turns notifications into an in-process signal. NOTIFY
+//! can be lost (reconnects, poolers), so waits always have a timeout, and
+//! every (re)subscription wakes the waiters in case something was missed
+//! meanwhile.
+//!
+//! A store listens only while something of its process waits
+//! ([`crate::demand`]): a worker waiting for work, a long poll waiting for
+//! its jobs. PostgreSQL 15 wakes every listening backend of the database at
+//! each `NOTIFY`, whatever the channel, so a fleet whose every worker
+//! listened all the time paid a wake-up per worker for every finished job.
+//! A busy worker listens to nothing; its heartbeat asks the database for
+//! an idle peer instead of hearing the peers' announcements.
 //!
 //! Through a pool in transaction mode the store listens to nothing (a
 //! server connection there serves whichever client runs a transaction):
@@ -13,11 +21,13 @@
 //! wake nobody, since they announce no work. Every other payload (the
 //! submissions' and releases' empty one) wakes the waiting workers.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::checkout::Checkouts;
@@ -30,6 +40,11 @@ use crate::work::{WorkEvents, WorkSignal};
 /// Prefix of an idle announcement's payload on the work channel.
 const IDLE_PREFIX: &str = "idle:";
 
+/// How long a listener keeps its `LISTEN` after the last wait ended: long
+/// enough to span the claim between two waits of an idle worker, short
+/// next to a busy fleet's stream of finished jobs.
+const LINGER: Duration = Duration::from_millis(500);
+
 /// The signal waiters sleep on, the idle announcements, and the listener
 /// task feeding both.
 #[derive(Debug, Default)]
@@ -38,6 +53,8 @@ pub(super) struct Wakeup {
     idle: IdleAnnouncer,
     /// Dropping the store drops this sender, which stops the listener task.
     listener: OnceLock<oneshot::Sender<()>>,
+    /// Whether the work channel's `LISTEN` is up now.
+    listening: Arc<AtomicBool>,
 }
 
 impl PgQueue {
@@ -52,9 +69,15 @@ impl PgQueue {
     /// submission, a retry, a hand-back, a reaped lease), when no listener
     /// brings the store's own `NOTIFY` back to it.
     pub(super) fn wake_own_workers(&self) {
-        if !self.listens() {
+        if !self.hears_work() {
             self.wakeup.work.wake();
         }
+    }
+
+    /// Whether this store's work listener is subscribed now, so that the
+    /// work channel's announcements (its own and its peers') reach it.
+    pub(super) fn hears_work(&self) -> bool {
+        self.listens() && self.wakeup.listening.load(Ordering::Acquire)
     }
 
     /// Announces on the work channel that `worker` is idle, and marks its
@@ -87,7 +110,8 @@ impl PgQueue {
     }
 
     /// Starts the work channel's listener unless it runs (or the store
-    /// does not listen: then only this process's own signals wake).
+    /// does not listen: then only this process's own signals wake). It
+    /// subscribes while a worker waits for work.
     fn listen_for_work(&self) {
         if !self.listens() {
             return;
@@ -100,6 +124,10 @@ impl PgQueue {
                 self.pool.clone(),
                 self.checkouts.clone(),
                 CHANNEL,
+                Serving {
+                    demand: work.demand().watch(),
+                    listening: self.wakeup.listening.clone(),
+                },
                 move |payload| match payload.and_then(|p| p.strip_prefix(IDLE_PREFIX)) {
                     // An unreadable announcement is dropped: it is a hint.
                     Some(worker) => {
@@ -116,7 +144,8 @@ impl PgQueue {
     }
 
     /// Subscribes to finished-work announcements (`NOTIFY` on
-    /// [`FINISHED_CHANNEL`] with the batch or job id as payload).
+    /// [`FINISHED_CHANNEL`] with the batch or job id as payload); the
+    /// listener subscribes while a wait is in progress.
     pub(crate) fn finished_events(&self) -> FinishedEvents {
         let events = self.announcer.subscribe();
         if !self.listens() {
@@ -129,6 +158,10 @@ impl PgQueue {
                 self.pool.clone(),
                 self.checkouts.clone(),
                 FINISHED_CHANNEL,
+                Serving {
+                    demand: announcer.demand().watch(),
+                    listening: Arc::default(),
+                },
                 move |payload| {
                     // `key:count`; a payload we cannot read, or a reconnect,
                     // wakes every waiter.
@@ -147,18 +180,37 @@ impl PgQueue {
     }
 }
 
-/// Listens on `channel` until `stop` fires, reconnecting with capped
-/// backoff; calls `on_message` with each payload, and with `None` whenever
-/// notifications may have been missed (a reconnect).
+/// Whom a listener serves: the count of waits in progress, and the flag
+/// it keeps up to date with whether it is subscribed.
+struct Serving {
+    demand: watch::Receiver<usize>,
+    listening: Arc<AtomicBool>,
+}
+
+/// Listens on `channel` while `serving.demand` is above zero (and for
+/// [`LINGER`] after it falls to zero), until `stop` fires, reconnecting
+/// with capped backoff; calls `on_message` with each payload, and with
+/// `None` whenever notifications may have been missed (each subscription
+/// and reconnect).
 async fn listen(
     pool: PgPool,
     checkouts: Arc<Checkouts>,
     channel: &'static str,
+    mut serving: Serving,
     on_message: impl Fn(Option<&str>) + Send + 'static,
     mut stop: oneshot::Receiver<()>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
+        // Nobody waits: hold no LISTEN.
+        tokio::select! {
+            _ = &mut stop => return,
+            wanted = serving.demand.wait_for(|n| *n > 0) => {
+                if wanted.is_err() {
+                    return;
+                }
+            }
+        }
         let connected = tokio::select! {
             _ = &mut stop => return,
             listener = subscribe(&pool, channel) => listener,
@@ -179,13 +231,33 @@ async fn listen(
         backoff = Duration::from_millis(100);
         // The listener keeps its connection out of the pool while it lives.
         let _held = checkouts.hold();
+        serving.listening.store(true, Ordering::Release);
         // Something may have been announced before we were listening (the
-        // first waiters subscribe before this connection is up) or while
-        // we were away.
+        // waiters read the database before they wait) or while we were away.
         on_message(None);
+        let mut quiet_since = (*serving.demand.borrow_and_update() == 0).then(Instant::now);
         loop {
+            let linger = async {
+                match quiet_since {
+                    Some(since) => tokio::time::sleep_until(since + LINGER).await,
+                    None => std::future::pending().await,
+                }
+            };
             let received = tokio::select! {
                 _ = &mut stop => return,
+                changed = serving.demand.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let waiting = *serving.demand.borrow_and_update();
+                    quiet_since = if waiting == 0 {
+                        quiet_since.or_else(|| Some(Instant::now()))
+                    } else {
+                        None
+                    };
+                    continue;
+                }
+                () = linger => break,
                 received = listener.try_recv() => received,
             };
             match received {
@@ -200,6 +272,10 @@ async fn listen(
                 }
             }
         }
+        serving.listening.store(false, Ordering::Release);
+        // Dropping the listener sends `UNLISTEN *` and gives its connection
+        // back to the pool.
+        drop(listener);
     }
 }
 
@@ -208,4 +284,86 @@ async fn subscribe(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Err
     let mut listener = PgListener::connect_with(pool).await?;
     listener.listen(channel).await?;
     Ok(listener)
+}
+
+/// PostgreSQL only: a store holds a `LISTEN` only while something of its
+/// process waits, and a busy store asks its heartbeat for idle peers.
+#[cfg(test)]
+mod on_postgres {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use uuid::Uuid;
+
+    use crate::postgres::PgQueue;
+    use crate::store::QueueConfig;
+
+    const PATIENCE: Duration = Duration::from_secs(30);
+
+    /// Backends of this database whose last statement was a `LISTEN`.
+    async fn listening(q: &PgQueue) -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+        )
+        .fetch_one(&q.pool)
+        .await
+        .expect("pg_stat_activity")
+    }
+
+    /// Polls until the store listens on `want` channels and says whether
+    /// it hears the work channel as `hears`.
+    async fn settle(q: &PgQueue, want: i64, hears: bool, what: &str) {
+        let started = tokio::time::Instant::now();
+        loop {
+            let now = listening(q).await;
+            if now == want && q.hears_work() == hears {
+                return;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "{what}: {now} LISTEN backends (want {want}), hears work: {}",
+                q.hears_work()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_listens_only_while_a_worker_or_a_long_poll_waits() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        q.migrate().await.expect("migrate");
+        // Subscribed, but nobody waits: a busy worker, a server with no
+        // long poll open.
+        let mut work = q.work_events();
+        let _idle = q.idle_workers();
+        let mut finished = q.finished_events();
+        tokio::time::sleep(super::LINGER * 2).await;
+        settle(&q, 0, false, "subscriptions alone").await;
+
+        let waiting = tokio::spawn(async move {
+            loop {
+                work.wait(Duration::from_secs(3600)).await;
+            }
+        });
+        settle(&q, 1, true, "a worker waiting for work").await;
+        waiting.abort();
+        settle(&q, 0, false, "after the wait ended").await;
+
+        let polling = tokio::spawn(async move {
+            loop {
+                finished
+                    .wait_for(Uuid::now_v7(), 1, Duration::from_secs(3600))
+                    .await;
+            }
+        });
+        settle(&q, 1, false, "a long poll waiting").await;
+        polling.abort();
+        settle(&q, 0, false, "after the long poll ended").await;
+    }
 }

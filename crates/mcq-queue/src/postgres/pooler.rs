@@ -190,8 +190,14 @@ mod on_postgres {
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(listening(&session).await, 0, "nothing listens");
 
-        // The control: a store in session mode listens once asked to.
-        let _events = session.work_events();
+        // The control: a store in session mode listens while a worker of
+        // it waits for work.
+        let mut events = session.work_events();
+        let waiting = tokio::spawn(async move {
+            loop {
+                events.wait(Duration::from_secs(3600)).await;
+            }
+        });
         let started = tokio::time::Instant::now();
         while listening(&session).await == 0 {
             assert!(
@@ -200,6 +206,7 @@ mod on_postgres {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        waiting.abort();
         assert!(session.finished_events().covers_every_process());
     }
 }

@@ -89,8 +89,9 @@ FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 /// A worker that tells of itself (`$4`, `$5`) also sets its draining flag
 /// and recent throughput; one that does not leaves them as they are.
 /// One that holds tasks clears its idle mark, and, with `$6` (a store
-/// that hears no announcements: through a transaction-mode pool), asks
-/// for one live idle peer, returned as a row with only `idle_peer` set.
+/// that hears no announcements now: a busy worker, which listens to
+/// nothing, or any worker through a transaction-mode pool), asks for one
+/// live idle peer, returned as a row with only `idle_peer` set.
 const HEARTBEAT_READ: &str = "
 WITH beat AS (
     UPDATE workers SET last_heartbeat_at = now(), draining = coalesce($4, draining),
@@ -166,8 +167,9 @@ impl PgQueue {
             .bind(self.lease_secs())
             .bind(pulse.map(|p| p.draining))
             .bind(pulse.map(|p| i64::try_from(p.tasks_last_minute).unwrap_or(i64::MAX)))
-            // Peers that hear no announcement ask here instead.
-            .bind(!self.listens())
+            // A worker that hears no announcement now (busy, so not
+            // listening, or through a transaction-mode pool) asks here.
+            .bind(!self.hears_work())
             .fetch_all(&mut *self.conn().await?)
             .await?;
         let mut now = HashMap::with_capacity(rows.len());

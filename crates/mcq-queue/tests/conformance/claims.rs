@@ -10,7 +10,9 @@ use uuid::Uuid;
 use mcq_kernel::CHUNK_PATHS;
 use mcq_queue::{QueueConfig, Submission};
 
-use crate::harness::{Db, batch, compute, job, single, submit, worker};
+use crate::harness::{
+    Db, batch, compute, job, keep_long_poll, keep_waiting_for_work, single, submit, worker,
+};
 
 pub(crate) async fn concurrent_claimers_each_task_claimed_once(db: &Db) {
     let setup = db.default_store().await;
@@ -161,6 +163,7 @@ pub(crate) async fn finishing_a_job_announces_its_batch(db: &Db) {
     let store = db.default_store().await;
     let mut events = store.finished_events();
     let mut second = store.finished_events();
+    let _listening = keep_long_poll(&store);
     if matches!(db, Db::Postgres(_) | Db::PostgresStaged(_)) {
         // The LISTEN connection opens in the background and says so with
         // a wake-up for everyone; wait for it so nothing below is missed.
@@ -204,6 +207,9 @@ pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db
     };
     let mut idle = store.idle_workers();
     let mut also = store.idle_workers();
+    // On PostgreSQL a store listens only while one of its workers waits
+    // for work (a busy one asks its heartbeat instead): keep one waiting.
+    let _listening = keep_waiting_for_work(&store);
     let (idle_worker, busy_worker) = (worker(&other).await, worker(&store).await);
     // The LISTEN connection opens in the background: announce until heard.
     let heard = tokio::time::timeout(Duration::from_secs(20), async {
@@ -283,6 +289,7 @@ pub(crate) async fn every_finished_job_is_announced_once(db: &Db) {
         .await;
     let mut events = store.finished_events();
     let mut counter = store.finished_events();
+    let _listening = keep_long_poll(&store);
     if matches!(db, Db::Postgres(_) | Db::PostgresStaged(_)) {
         for events in [&mut events, &mut counter] {
             events

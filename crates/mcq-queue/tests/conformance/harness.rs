@@ -246,3 +246,40 @@ pub(crate) async fn done_by(store: &Store, worker: Uuid) -> (u64, u64) {
         .expect("registered");
     (listed.tasks_done, listed.jobs_done)
 }
+
+/// A wait kept in progress on one of a store's signals until dropped.
+///
+/// On PostgreSQL a store holds its `LISTEN` only while something of it
+/// waits, and every new subscription wakes every waiter once (with a
+/// wildcard for long polls). A test that counts announcements between its
+/// own waits keeps one of these, so the listener stays subscribed across
+/// the gaps, however slow the machine.
+pub(crate) struct KeptWait(tokio::task::JoinHandle<()>);
+
+impl Drop for KeptWait {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Keeps a long poll open on `store` (the finished-work channel).
+pub(crate) fn keep_long_poll(store: &Store) -> KeptWait {
+    let mut events = store.finished_events();
+    KeptWait(tokio::spawn(async move {
+        loop {
+            events
+                .wait_for(Uuid::now_v7(), u64::MAX, Duration::from_secs(3600))
+                .await;
+        }
+    }))
+}
+
+/// Keeps a worker of `store` waiting for work (the work channel).
+pub(crate) fn keep_waiting_for_work(store: &Store) -> KeptWait {
+    let mut events = store.work_events();
+    KeptWait(tokio::spawn(async move {
+        loop {
+            events.wait(Duration::from_secs(3600)).await;
+        }
+    }))
+}

@@ -275,11 +275,12 @@ fn a_claim_that_found_the_work_held_claims_again_after_its_delay_and_never_annou
     };
     check(vec![
         (
-            "nothing here, the work held by other claims: wait the short delay (or for work)",
+            "nothing here, the work held by other claims: wait the short delay, not \
+             listening (no one announces work passed over)",
             held_elsewhere.clone(),
             Decision::Wait {
                 until: Some(soon),
-                work: true,
+                work: false,
             },
         ),
         (
