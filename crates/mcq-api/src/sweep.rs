@@ -29,13 +29,12 @@ fn spec_fields() -> Vec<String> {
 /// against `limit` before any of them exists, so that a small request
 /// cannot make the server build a huge one.
 pub(crate) fn job_count(sweep: &Sweep, repeat: u32, limit: usize) -> Result<usize, ApiError> {
-    let count = sweep
+    let asked = sweep
         .points()
-        .and_then(|n| n.checked_mul(u64::from(repeat)))
-        .and_then(|n| usize::try_from(n).ok());
-    match count {
+        .and_then(|n| n.checked_mul(u64::from(repeat)));
+    match asked.and_then(|n| usize::try_from(n).ok()) {
         Some(n) if n <= limit => Ok(n),
-        _ => Err(ApiError::TooManyJobs { limit }),
+        _ => Err(ApiError::TooManyJobs { limit, asked }),
     }
 }
 
