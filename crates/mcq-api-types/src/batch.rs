@@ -58,10 +58,11 @@ pub struct BatchRequest {
     pub sweep: Option<Sweep>,
     /// Base seed of the batch, 0 to 2^53 − 1: job `i` (counted from 0 in
     /// submission order, a sweep's jobs in grid order) gets the seed
-    /// [`mcq_kernel::job_seed`]`(seed, i)`, so the batch submitted again
-    /// with the same base prices every job alike, bit for bit. A job whose
-    /// spec names its own seed keeps it; a sweep's base spec may not name
-    /// one beside it. Without it, each job draws its own seed.
+    /// `job_seed(seed, i)` (SplitMix64; docs/api.md gives the formula), so
+    /// the batch submitted again with the same base prices every job
+    /// alike, bit for bit. A job whose spec names its own seed keeps it; a
+    /// sweep's base spec may not name one beside it. Without it, each job
+    /// draws its own seed.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
