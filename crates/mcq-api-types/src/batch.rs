@@ -56,6 +56,20 @@ pub struct BatchRequest {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub sweep: Option<Sweep>,
+    /// Base seed of the batch, 0 to 2^53 − 1: job `i` (counted from 0 in
+    /// submission order, a sweep's jobs in grid order) gets the seed
+    /// `job_seed(seed, i)` (SplitMix64; docs/api.md gives the formula), so
+    /// the batch submitted again with the same base prices every job
+    /// alike, bit for bit. A job whose spec names its own seed keeps it; a
+    /// sweep's base spec may not name one beside it. Without it, each job
+    /// draws its own seed.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "mcq_kernel::deserialize_seed"
+    )]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9_007_199_254_740_991_u64))]
+    pub seed: Option<u64>,
     /// Jobs per grid point (default 1), each with its own seed; only with `sweep`.
     #[serde(
         default,

@@ -50,7 +50,10 @@ pub(crate) fn decode<T: Decode>(bytes: &[u8], max_jobs: usize) -> Result<T, ApiE
         ))
         .and_then(|()| scan.end());
     if tripped.get() {
-        return Err(ApiError::TooManyJobs { limit: max_jobs });
+        return Err(ApiError::TooManyJobs {
+            limit: max_jobs,
+            asked: None,
+        });
     }
     scanned.map_err(|err| problem(err, &track.path()))?;
     let mut typed = serde_json::Deserializer::from_slice(bytes);
@@ -274,7 +277,7 @@ mod tests {
         let body = format!(r#"{{"jobs": [{}, not json"#, ["{}"; 4].join(", "));
         assert!(matches!(
             batch(&body, 3),
-            Err(ApiError::TooManyJobs { limit: 3 })
+            Err(ApiError::TooManyJobs { limit: 3, .. })
         ));
         assert!(matches!(batch(&body, 4), Err(ApiError::Malformed { .. })));
         assert_eq!(batch(r#"{"jobs": [{}, {}, {}]}"#, 3).unwrap().jobs.len(), 3);

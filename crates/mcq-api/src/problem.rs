@@ -25,17 +25,28 @@ pub enum ApiError {
     #[error("expected a JSON body with Content-Type: application/json")]
     UnsupportedMediaType,
     /// The body exceeds the size limit (413).
-    #[error("the request body exceeds the limit of {limit} bytes")]
+    #[error(
+        "the request body exceeds the body size limit of {limit} bytes \
+         (max_body_bytes, mcq serve --max-body-bytes); send less, e.g. split the batch"
+    )]
     BodyTooLarge {
         /// The limit in bytes.
         limit: usize,
     },
-    /// A batch with more jobs than allowed (413); decoding stops at the
-    /// first job past the limit, so the total is not known.
-    #[error("a batch may hold at most {limit} jobs; split it")]
+    /// A batch with more jobs than allowed (413). A listed batch stops
+    /// decoding at the first job past the limit, so its total is not known;
+    /// a sweep's (grid points × repeat) is.
+    #[error(
+        "{}; the job limit is {limit} jobs per batch (max_batch_jobs, \
+         mcq serve --max-batch-jobs): split the batch",
+        jobs_asked(.limit, .asked)
+    )]
     TooManyJobs {
         /// The configured maximum.
         limit: usize,
+        /// The jobs a sweep asks for, when known (`None` past `u64`, or
+        /// for a listed batch).
+        asked: Option<u64>,
     },
     /// Well-formed specs with invalid values (422).
     #[error("{detail}")]
@@ -123,6 +134,14 @@ pub enum ApiError {
     /// A bug or a database error that is not the client's fault (500).
     #[error("internal error")]
     Internal,
+}
+
+/// How many jobs a batch over the job limit asks for, as far as known.
+fn jobs_asked(limit: &usize, asked: &Option<u64>) -> String {
+    match asked {
+        Some(n) => format!("this sweep asks for {n} jobs (grid points × repeat)"),
+        None => format!("this batch has more than {limit} jobs"),
+    }
 }
 
 impl ApiError {

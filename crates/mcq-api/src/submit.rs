@@ -37,7 +37,7 @@ const MAX_LISTED_ERRORS: usize = 100;
             headers(("Location" = String, description = "URL of the job"))),
         (status = 400, description = "Malformed JSON, wrong types or unknown fields", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the size limit; the detail names the limit and its value", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The key's role may not submit", body = Problem, content_type = "application/problem+json"),
@@ -97,7 +97,7 @@ pub(crate) async fn submit_job(
             headers(("Location" = String, description = "URL of the batch"))),
         (status = 400, description = "Malformed JSON, wrong types or unknown fields", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large or too many jobs", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the size limit (/problems/body-too-large) or more jobs than the job limit (/problems/batch-too-large); the detail names the limit and its value", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The key's role may not submit", body = Problem, content_type = "application/problem+json"),
@@ -121,6 +121,7 @@ pub(crate) async fn submit_batch(
         }]));
     }
     check_shape(&request)?;
+    check_base_seed(&request)?;
     if let Some(sweep) = &request.sweep {
         sweep::job_count(
             sweep,
@@ -142,9 +143,8 @@ pub(crate) async fn submit_batch(
                 fingerprint: fingerprint(&request),
                 key,
             });
-            let jobs = prepare(request.jobs, &limits, |i, field| {
-                format!("/jobs/{i}/{field}")
-            })?;
+            let specs = with_job_seeds(request.jobs, request.seed);
+            let jobs = prepare(specs, &limits, |i, field| format!("/jobs/{i}/{field}"))?;
             return Ok::<_, ApiError>((request.label, None, jobs, idempotency));
         };
         let idempotency = key.map(|key| IdempotencyKey {
@@ -155,7 +155,7 @@ pub(crate) async fn submit_batch(
         let repeat = request.repeat.unwrap_or(1);
         sweep::check(&base, &sweep, repeat).map_err(invalid)?;
         let grid = BatchGrid { sweep, repeat };
-        let specs = sweep::expand(&base, &grid)?;
+        let specs = with_job_seeds(sweep::expand(&base, &grid)?, request.seed);
         let jobs = prepare(specs, &limits, |i, field| sweep::pointer(&grid, i, field))?;
         Ok((request.label, Some(grid), jobs, idempotency))
     })
@@ -218,6 +218,48 @@ fn check_shape(request: &BatchRequest) -> Result<(), ApiError> {
         (None, true) => problem("/jobs", "a batch needs at least one job"),
         _ => Ok(()),
     }
+}
+
+/// A base seed is a seed (at most [`MAX_SEED`]), and a sweep takes its
+/// jobs' seeds from one place: the base seed, the base spec's seed, or a
+/// `seed` axis.
+fn check_base_seed(request: &BatchRequest) -> Result<(), ApiError> {
+    let Some(base) = request.seed else {
+        return Ok(());
+    };
+    let detail = if base > MAX_SEED {
+        format!("seed must be at most 2^53 - 1 = {MAX_SEED} (got {base})")
+    } else if request
+        .spec
+        .as_ref()
+        .is_some_and(|spec| spec.seed.is_some())
+    {
+        "give the batch's base seed or the base spec's seed, not both".into()
+    } else if request
+        .sweep
+        .as_ref()
+        .is_some_and(|sweep| sweep.fields().any(|field| field == "seed"))
+    {
+        "give the batch's base seed or sweep over seed, not both".into()
+    } else {
+        return Ok(());
+    };
+    Err(invalid(vec![FieldProblem {
+        pointer: "/seed".into(),
+        detail,
+    }]))
+}
+
+/// The specs with the seeds a base seed gives them: job `i` without a seed
+/// of its own gets [`mcq_kernel::job_seed`]`(base, i)`.
+fn with_job_seeds(mut specs: Vec<Spec>, base: Option<u64>) -> Vec<Spec> {
+    if let Some(base) = base {
+        for (index, spec) in (0u64..).zip(specs.iter_mut()) {
+            spec.seed
+                .get_or_insert_with(|| mcq_kernel::job_seed(base, index));
+        }
+    }
+    specs
 }
 
 /// The label's rules: at most [`MAX_LABEL_CHARS`] characters, no U+0000

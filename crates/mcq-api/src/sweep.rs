@@ -29,13 +29,12 @@ fn spec_fields() -> Vec<String> {
 /// against `limit` before any of them exists, so that a small request
 /// cannot make the server build a huge one.
 pub(crate) fn job_count(sweep: &Sweep, repeat: u32, limit: usize) -> Result<usize, ApiError> {
-    let count = sweep
+    let asked = sweep
         .points()
-        .and_then(|n| n.checked_mul(u64::from(repeat)))
-        .and_then(|n| usize::try_from(n).ok());
-    match count {
+        .and_then(|n| n.checked_mul(u64::from(repeat)));
+    match asked.and_then(|n| usize::try_from(n).ok()) {
         Some(n) if n <= limit => Ok(n),
-        _ => Err(ApiError::TooManyJobs { limit }),
+        _ => Err(ApiError::TooManyJobs { limit, asked }),
     }
 }
 
@@ -107,13 +106,20 @@ pub(crate) fn check(base: &Spec, sweep: &Sweep, repeat: u32) -> Result<(), Vec<F
     if repeat == 0 {
         problem("/repeat".into(), "repeat must be at least 1".into());
     }
-    let seeded = base.seed.is_some() && !sweep.fields().any(|f| f == "seed");
-    if repeat > 1 && seeded {
+    // A seed fixed per point (by the base spec or an axis) would give a
+    // point's repeats one stream; the batch's base seed gives each job its own.
+    let fixed = if sweep.fields().any(|f| f == "seed") {
+        Some("/sweep/seed")
+    } else {
+        base.seed.is_some().then_some("/spec/seed")
+    };
+    if let Some(pointer) = fixed.filter(|_| repeat > 1) {
         problem(
-            "/spec/seed".into(),
+            pointer.into(),
             format!(
-                "a fixed seed with repeat {repeat} would price every point {repeat} times identically; \
-                 leave the seed out (each job draws its own) or sweep over seed"
+                "a seed fixed per grid point with repeat {repeat} would price every point {repeat} times \
+                 identically; give the batch a base seed instead (top-level \"seed\": job i gets \
+                 job_seed(seed, i)), or leave seeds out (each job draws its own)"
             ),
         );
     }
@@ -327,7 +333,9 @@ mod tests {
         assert!(check(&seeded, &grid, 1).is_ok());
         let errors = check(&seeded, &grid, 3).unwrap_err();
         assert_eq!(errors[0].pointer, "/spec/seed");
-        assert!(check(&seeded, &sweep(r#"{"seed": [1, 2]}"#), 3).is_ok());
+        let errors = check(&Spec::default(), &sweep(r#"{"seed": [1, 2]}"#), 3).unwrap_err();
+        assert_eq!(errors[0].pointer, "/sweep/seed");
+        assert!(check(&Spec::default(), &sweep(r#"{"seed": [1, 2]}"#), 1).is_ok());
         assert_eq!(
             check(&Spec::default(), &grid, 0).unwrap_err()[0].pointer,
             "/repeat"

@@ -27,6 +27,7 @@ mod partial;
 mod pricing;
 mod result;
 mod rng;
+mod seeds;
 mod simulate;
 mod spec;
 mod tables;
@@ -39,6 +40,7 @@ pub use geometric::MAX_GEOMETRIC_PERIODS;
 pub use partial::Partial;
 pub use pricing::{CHUNK_PATHS, ValidSpec};
 pub use result::PriceResult;
+pub use seeds::{deserialize_seed, job_seed};
 pub use spec::{
     DEFAULT_DOWN, DEFAULT_EXERCISE, DEFAULT_INITIAL, DEFAULT_INTEREST, DEFAULT_PERIODS,
     DEFAULT_RUNS, DEFAULT_UP, Greek, MAX_SEED, Method, OptionKind, Spec, VarianceReduction,

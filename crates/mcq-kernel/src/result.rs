@@ -17,7 +17,8 @@ pub struct PriceResult {
     pub ci95: [f64; 2],
     /// Paths simulated (for `exact`: 2^periods paths enumerated).
     pub paths: u64,
-    /// Seed of the random streams (`None` for `exact`).
+    /// Seed of the random streams, 0 to 2^53 − 1 (`None` for `exact`).
+    #[cfg_attr(feature = "openapi", schema(maximum = 9_007_199_254_740_991_u64))]
     pub seed: Option<u64>,
     /// `mc` or `exact`.
     pub method: Method,

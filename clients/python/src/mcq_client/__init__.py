@@ -2,7 +2,7 @@
 
 >>> from mcq_client import Client
 >>> with Client("http://127.0.0.1:8080") as mcq:
-...     batch = mcq.submit_batch([{"runs": 100_000, "seed": s} for s in range(20)])
+...     batch = mcq.submit_batch([{"runs": 100_000}] * 20, seed=2010)
 ...     mcq.wait(batch.id)
 ...     prices = [r.price for r in mcq.results(batch.id)]
 
@@ -12,6 +12,7 @@ be reached raises :class:`UnreachableError`.
 
 from .client import Client
 from .errors import FieldError, McqError, ProblemError, UnreachableError, WaitTimeout
+from .seeds import MAX_SEED, job_seed
 from .version import __version__
 from .views import Batch, BatchStatus, Job, PriceStats, Result, StateCounts
 
@@ -21,6 +22,7 @@ __all__ = [
     "Client",
     "FieldError",
     "Job",
+    "MAX_SEED",
     "McqError",
     "PriceStats",
     "ProblemError",
@@ -29,4 +31,5 @@ __all__ = [
     "UnreachableError",
     "WaitTimeout",
     "__version__",
+    "job_seed",
 ]

@@ -96,6 +96,7 @@ class Client:
         sweep: Mapping[str, Iterable[Any]] | None = None,
         idempotency_key: str | None = None,
         repeat: int | None = None,
+        seed: int | None = None,
     ) -> Batch:
         """Enqueues a batch of jobs, all or nothing; returns its id and the
         job ids in the order of ``jobs``.
@@ -106,6 +107,12 @@ class Client:
         server enqueues one job per point of the grid, the last field
         varying fastest, each point ``repeat`` times (default 1), each job
         with its own seed; ``Result.point`` then names each job's point.
+
+        ``seed`` is the batch's base seed (0 to 2^53 − 1): job ``i`` gets
+        :func:`job_seed` ``(seed, i)`` unless its spec names a seed, so the
+        same batch submitted with the same base prices every job alike, bit
+        for bit, and a repeated grid point prices distinct streams. Without
+        it each job draws its own seed.
 
         If any spec is invalid nothing is enqueued, and the
         :class:`ProblemError` points at each bad value (``/jobs/17/down``,
@@ -130,6 +137,8 @@ class Client:
             body = {"jobs": [dict(spec) for spec in jobs]}
         if label is not None:
             body["label"] = label
+        if seed is not None:
+            body["seed"] = int(seed)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
         response = self._request("POST", "/v1/batches", body=body, headers=headers)
         data = _decode(response)

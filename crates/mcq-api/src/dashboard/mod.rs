@@ -44,6 +44,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("assets/api.js"),
     },
     Asset {
+        name: "seeds.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/seeds.js"),
+    },
+    Asset {
         name: "exact.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("assets/exact.js"),

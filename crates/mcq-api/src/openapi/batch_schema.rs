@@ -24,9 +24,12 @@ pub(super) fn rewrite(doc: &mut OpenApi) {
         return;
     };
     let property = |name: &str| derived.properties.get(name).cloned();
-    let (Some(label), Some(priority), Some(jobs)) =
-        (property("label"), property("priority"), property("jobs"))
-    else {
+    let (Some(label), Some(priority), Some(jobs), Some(seed)) = (
+        property("label"),
+        property("priority"),
+        property("jobs"),
+        property("seed"),
+    ) else {
         return;
     };
     // Given, these are never `null` (the server refuses it): not the
@@ -37,7 +40,8 @@ pub(super) fn rewrite(doc: &mut OpenApi) {
         .minimum(Some(1))
         .maximum(Some(u32::MAX))
         .description(Some(
-            "Jobs per grid point (default 1), one after the other, each with its own seed",
+            "Jobs per grid point (default 1), one after the other, each with its own seed \
+             (drawn, or derived from the batch's base `seed`)",
         ));
     let RefOr::T(Schema::Array(listed)) = &jobs else {
         return;
@@ -52,6 +56,7 @@ pub(super) fn rewrite(doc: &mut OpenApi) {
         .description(Some("A batch of the jobs listed."))
         .property("label", label.clone())
         .property("priority", priority.clone())
+        .property("seed", seed.clone())
         .property("jobs", jobs)
         .required("jobs");
     let of_sweep = closed()
@@ -60,6 +65,7 @@ pub(super) fn rewrite(doc: &mut OpenApi) {
         ))
         .property("label", label)
         .property("priority", priority)
+        .property("seed", seed)
         .property("jobs", Schema::Array(none))
         .property("spec", base)
         .property("sweep", sweep)
@@ -117,6 +123,10 @@ mod tests {
         assert_eq!(sweep["additionalProperties"], false);
         assert_eq!(sweep["properties"]["jobs"]["maxItems"], 0);
         assert_eq!(sweep["properties"]["repeat"]["minimum"], 1);
+        for shape in [jobs, sweep] {
+            let seed = &shape["properties"]["seed"];
+            assert_eq!(seed["maximum"], mcq_kernel::MAX_SEED, "{seed}");
+        }
     }
 
     #[test]

@@ -177,6 +177,55 @@ on_both!(
     the_job_limit_applies_while_the_body_is_decoded
 );
 
+/// Asserts that a problem's detail names `words`, each of them.
+fn names(answer: &crate::harness::Answer, words: &[&str]) {
+    let detail = answer.body["detail"].as_str().unwrap_or_default();
+    for word in words {
+        assert!(detail.contains(word), "{word:?} missing in {detail:?}");
+    }
+}
+
+async fn each_limit_answers_413_and_names_itself(t: &TestApp) {
+    let config = test_config();
+    let (jobs, bytes) = (config.max_batch_jobs, config.max_body_bytes);
+    let per_batch = format!("{jobs} jobs per batch");
+    let body_limit = format!("limit of {bytes} bytes");
+    // One job too many, in a body well within the size limit.
+    let listed = json!({"jobs": vec![json!({}); jobs + 1]});
+    assert!(listed.to_string().len() < bytes / 10);
+    let answer = t.post_json("/v1/batches", &listed).await;
+    answer.assert_problem(413, "/problems/batch-too-large");
+    names(&answer, &[&per_batch, "max_batch_jobs", "--max-batch-jobs"]);
+    // A sweep's jobs are counted as grid points × repeat.
+    let sweep = json!({"sweep": {"exercise": [25, 30]}, "repeat": jobs / 2 + 1});
+    let answer = t.post_json("/v1/batches", &sweep).await;
+    answer.assert_problem(413, "/problems/batch-too-large");
+    let asked = format!("asks for {} jobs", 2 * (jobs / 2 + 1));
+    names(&answer, &[&asked, &per_batch, "max_batch_jobs"]);
+    // A body past the size limit with a single job, on both routes.
+    let filler = "x".repeat(bytes);
+    let big_batch = json!({"label": filler, "jobs": [{}]});
+    let answer = t.post_json("/v1/batches", &big_batch).await;
+    answer.assert_problem(413, "/problems/body-too-large");
+    names(
+        &answer,
+        &[&body_limit, "max_body_bytes", "--max-body-bytes"],
+    );
+    let big_job = format!(r#"{{"runs": 1000{}}}"#, " ".repeat(bytes));
+    let answer = t
+        .post_raw("/v1/jobs", "application/json", big_job.into_bytes(), None)
+        .await;
+    answer.assert_problem(413, "/problems/body-too-large");
+    names(&answer, &[&body_limit, "max_body_bytes"]);
+    assert_eq!(t.jobs_in_database().await, 0);
+    // At the job limit exactly, the batch is accepted.
+    let answer = t
+        .post_json("/v1/batches", &json!({"jobs": vec![json!({}); jobs]}))
+        .await;
+    assert_eq!(answer.status, 202, "{:?}", answer.body);
+}
+on_both!(limits, each_limit_answers_413_and_names_itself);
+
 #[tokio::test]
 async fn oversized_heads_are_problems() {
     let t = TestApp::sqlite().await;

@@ -12,6 +12,7 @@ mod metrics;
 mod openapi;
 mod outage;
 mod overview;
+mod seeds;
 mod sweeps;
 mod tenants;
 

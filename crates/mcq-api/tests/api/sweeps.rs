@@ -11,7 +11,7 @@ use crate::harness::TestApp;
 use crate::on_both;
 
 /// Computes every queued task with the kernel, as a worker would.
-async fn work_off(store: &Store) {
+pub(crate) async fn work_off(store: &Store) {
     let info = WorkerInfo {
         hostname: "test".into(),
         pid: std::process::id(),

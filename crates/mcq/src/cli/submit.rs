@@ -20,7 +20,8 @@ use super::status::{FOLLOW_REFRESH, print_batch, print_job};
 pub(crate) struct Args {
     #[command(flatten)]
     spec: SpecFlags,
-    /// Submit this many copies of the flags' spec as one batch (1e3 = 1000).
+    /// Submit this many copies of the flags' spec as one batch (1e3 = 1000),
+    /// each job with its own seed.
     #[arg(long, default_value_t = 1, conflicts_with = "file", value_parser = count::<usize>(1..=10_000_000))]
     count: usize,
     /// A JSON array of specs, or a CSV file whose header names spec fields.
@@ -89,8 +90,11 @@ pub(crate) struct SpecFlags {
     /// mc or exact.
     #[arg(long, value_parser = parse_enum::<Method>)]
     method: Option<Method>,
-    /// Seed of the random streams (drawn by the server when absent).
-    #[arg(long)]
+    /// Seed of the random streams, 0 to 2^53 - 1 (drawn by the server when
+    /// absent). For a batch (--count above 1, --file or --sweep) it is the
+    /// batch's base seed: job i gets job_seed(seed, i), its own stream, the
+    /// same on every submission (a spec in --file with a seed keeps it).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=mcq_kernel::MAX_SEED))]
     seed: Option<u64>,
     /// Simulate until the standard error is at most this (instead of --runs).
     #[arg(long)]
@@ -136,12 +140,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let sweep = (!args.sweep.is_empty()).then(|| Sweep {
         axes: args.sweep.clone(),
     });
+    let single = args.file.is_none() && sweep.is_none() && args.count == 1;
+    // A batch's seed is its base: the server derives each job's seed from
+    // it, so the copies of one spec are not the same job N times.
+    let base_seed = if single { None } else { args.spec.seed };
+    let unseeded = Spec {
+        seed: if single { args.spec.seed } else { None },
+        ..args.spec.to_spec()
+    };
     let specs = match (&args.file, &sweep) {
         (Some(path), _) => read_specs(path).context(BadInput("--file".into()))?,
         (None, Some(_)) => Vec::new(),
-        (None, None) => vec![args.spec.to_spec(); args.count],
+        (None, None) => vec![unseeded.clone(); args.count],
     };
-    let single = args.file.is_none() && sweep.is_none() && args.count == 1;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -187,7 +198,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
             label: args.label.clone(),
             priority: None,
             jobs: specs,
-            spec: sweep.is_some().then(|| args.spec.to_spec()),
+            seed: base_seed,
+            spec: sweep.is_some().then(|| unseeded.clone()),
             repeat: sweep
                 .is_some()
                 .then(|| u32::try_from(args.count).unwrap_or(u32::MAX)),

@@ -73,6 +73,7 @@ mod bench_scale;
 mod conventions;
 mod open_files;
 mod price;
+mod seeds;
 mod server;
 mod sweeps;
 mod waiting;

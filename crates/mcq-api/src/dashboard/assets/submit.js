@@ -46,7 +46,7 @@
           el("select", { id: "f-precision" }, el("option", { value: "runs" }, "a number of paths"), el("option", { value: "target" }, "a target standard error"))),
         el("label", { class: "field", id: "runs-field" }, el("span", {}, "Runs (paths)"), el("input", { id: "f-runs", name: "runs", type: "text", value: "1000000", inputmode: "numeric" }), el("small", { class: "muted" }, "e.g. 1e6")),
         el("label", { class: "field", id: "target-field", hidden: true }, el("span", {}, "Target std error"), el("input", { id: "f-target", name: "target_std_error", type: "text", value: "0.001" })),
-        el("label", { class: "field" }, el("span", {}, "Seed"), el("input", { id: "f-seed", type: "text", placeholder: "drawn", inputmode: "numeric" }), el("small", { class: "muted" }, "job i gets seed + i")))),
+        el("label", { class: "field" }, el("span", {}, "Seed"), el("input", { id: "f-seed", type: "text", placeholder: "drawn", inputmode: "numeric" }), el("small", { class: "muted" }, "job i gets job_seed(seed, i)")))),
       el("fieldset", {}, el("legend", {}, "Batch"), el("div", { class: "fields" },
         el("label", { class: "field" }, el("span", {}, "Count"), el("input", { id: "f-count", type: "text", value: "100", inputmode: "numeric" }), el("small", { class: "muted" }, "jobs per sweep point")),
         el("label", { class: "field wide" }, el("span", {}, "Label"), el("input", { id: "f-label", type: "text", maxlength: 200, placeholder: "what this batch is for" })))),
@@ -109,7 +109,9 @@
             if (sweep === "runs") delete spec.target_std_error;
             if (sweep === "target_std_error") delete spec.runs;
           }
-          if (seed !== null) spec.seed = seed + jobs.length;
+          // The server's derivation: this batch and one sent with a base seed
+          // by any other client price the same streams.
+          if (seed !== null) spec.seed = mcq.seeds.jobSeed(seed, jobs.length);
           jobs.push(spec);
         }
       }
