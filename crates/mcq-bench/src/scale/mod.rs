@@ -60,7 +60,7 @@ pub struct ScalePlan {
     /// nothing is announced, as through a transaction-mode pool).
     pub poll: Duration,
     /// Whether each size also runs the minimal `SKIP LOCKED` queue
-    /// ([`floor`]) beside mcq's fleet, for the CPU per task to read
+    /// (`floor.rs`) beside mcq's fleet, for the CPU per task to read
     /// mcq's against.
     pub floor: bool,
 }
