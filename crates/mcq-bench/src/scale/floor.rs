@@ -23,11 +23,14 @@ use super::cpu;
 use super::fleet::Database;
 
 /// The minimal queue's statements; its table, `mcq_bench_floor`, lives in
-/// the benchmark's database for the run.
+/// the benchmark's database for the run. The loops may connect as another
+/// role than the one that creates it (a pooler's, through `--fleet-url`),
+/// so every role may claim and complete its rows.
 const CREATE: &str = "DROP TABLE IF EXISTS mcq_bench_floor;
 CREATE TABLE mcq_bench_floor (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     done boolean NOT NULL DEFAULT false, claimed_at timestamptz, finished_at timestamptz);
-CREATE INDEX mcq_bench_floor_queued ON mcq_bench_floor (id) WHERE claimed_at IS NULL";
+CREATE INDEX mcq_bench_floor_queued ON mcq_bench_floor (id) WHERE claimed_at IS NULL;
+GRANT SELECT, UPDATE ON mcq_bench_floor TO PUBLIC";
 const DROP: &str = "DROP TABLE IF EXISTS mcq_bench_floor";
 const EMPTY: &str = "TRUNCATE mcq_bench_floor";
 const FILL: &str = "INSERT INTO mcq_bench_floor (done) SELECT false FROM generate_series(1, $1)";
