@@ -1,9 +1,8 @@
 //! Two workers on one store: the first claims a whole batch ahead of its
 //! single slot; the second, finding the queue empty, announces that it is
 //! idle, and the first hands it half of what it has not started. On the
-//! embedded store, and on PostgreSQL in session mode and through a
-//! transaction-mode pool's settings (a busy worker listens to nothing, and
-//! with no `LISTEN` at all the announcement travels by the workers table).
+//! embedded store, and on PostgreSQL through a transaction-mode pool's
+//! settings (no `LISTEN`: the announcement travels by the workers table).
 
 use mcq_queue::{PoolMode, QueueConfig, Scope, Store};
 use std::sync::atomic::AtomicBool;
@@ -60,23 +59,6 @@ async fn without_notifications_the_heartbeat_tells_of_an_idle_peer() {
     let store = Store::connect(&db.url, pooled).await.expect("connect");
     // The batch lasts about a second: beats well within it, so that the
     // hoarder asks while it still holds unstarted tasks.
-    hand_off(&store, Duration::from_millis(100)).await;
-}
-
-/// The same on PostgreSQL in session mode: the hoarder is busy, so it
-/// listens to nothing (no wake-up per finished job of the fleet), and its
-/// heartbeat asks the workers table for an idle peer instead.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_session_mode_a_busy_worker_hears_of_an_idle_peer_from_its_heartbeat() {
-    let Some(db) = mcq_testdb::postgres().await else {
-        return;
-    };
-    let config = QueueConfig {
-        chunks_per_task: 64,
-        ..QueueConfig::default()
-    };
-    let store = Store::connect(&db.url, config).await.expect("connect");
-    store.migrate().await.expect("migrate");
     hand_off(&store, Duration::from_millis(100)).await;
 }
 
