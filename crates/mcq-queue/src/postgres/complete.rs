@@ -3,17 +3,18 @@
 //! transaction, so no transaction of a worker holds a lock across a round
 //! trip. A call whose partials finish a split job gets the job's partials
 //! back with one of its tasks still held; the kernel's merge runs here,
-//! and a second call completes that task with the job's result.
+//! and a second call completes that task with the job's result. The jobs
+//! a call finishes are announced after it commits (`herald.rs`).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
+use super::PgQueue;
 use super::tasks::{claimed_tasks, contended};
-use super::{FINISHED_CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{CompletedAndClaimed, TaskDone, TaskOutput};
@@ -42,11 +43,20 @@ impl PgQueue {
     ) -> Result<Vec<i64>, StoreError> {
         let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
         let mut accepted = HashSet::with_capacity(ids.len());
-        let finishing = self.record(worker, &done, &mut accepted).await?;
-        if !finishing.is_empty() {
-            let no_more = self.record(worker, &finishing, &mut accepted).await?;
-            debug_assert!(no_more.is_empty(), "results finish no split job");
-        }
+        let mut finished = BTreeMap::new();
+        let finishing = self
+            .record(worker, &done, &mut accepted, &mut finished)
+            .await?;
+        let recorded = if finishing.is_empty() {
+            Ok(())
+        } else {
+            self.record(worker, &finishing, &mut accepted, &mut finished)
+                .await
+                .map(|no_more| debug_assert!(no_more.is_empty(), "results finish no split job"))
+        };
+        // What the first call committed is announced even if the second failed.
+        self.announce_finished(finished);
+        recorded?;
         Ok(refused(ids, &accepted))
     }
 
@@ -63,11 +73,16 @@ impl PgQueue {
     ) -> Result<CompletedAndClaimed, StoreError> {
         let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
         let mut accepted = HashSet::with_capacity(ids.len());
+        let mut finished = BTreeMap::new();
         let (partials, mut results): (Vec<TaskDone>, Vec<TaskDone>) = done
             .into_iter()
             .partition(|d| matches!(d.output, TaskOutput::Partial(_)));
         if !partials.is_empty() {
-            results.extend(self.record(worker, &partials, &mut accepted).await?);
+            // Partials finish no job here: their results go with the claim.
+            results.extend(
+                self.record(worker, &partials, &mut accepted, &mut finished)
+                    .await?,
+            );
         }
         let input = Input::of(&results)?;
         let rows = sqlx::query(COMPLETE_AND_CLAIM)
@@ -79,7 +94,8 @@ impl PgQueue {
             .bind(&input.finished)
             .bind(&input.results)
             .bind(&input.prices)
-            .bind(FINISHED_CHANNEL)
+            // No channel: the finished jobs are announced after the commit.
+            .bind(None::<&str>)
             .bind(i64::from(max))
             .bind(self.lease_secs())
             .fetch_all(&mut *self.conn().await?)
@@ -89,10 +105,14 @@ impl PgQueue {
             match row.try_get::<Option<i64>, _>("accepted")? {
                 Some(id) => {
                     accepted.insert(id);
+                    if let Some(key) = row.try_get::<Option<Uuid>, _>("job_id")? {
+                        *finished.entry(key).or_insert(0) += 1;
+                    }
                 }
                 None => claim_rows.push(row),
             }
         }
+        self.announce_finished(finished);
         Ok(CompletedAndClaimed {
             refused: refused(ids, &accepted),
             claimed: Ok(claimed_tasks(&rows)?),
@@ -101,13 +121,16 @@ impl PgQueue {
     }
 
     /// One call of `mcq_complete`: adds the accepted task ids to
-    /// `accepted` and returns, for each split job the call finished, its
-    /// held task bringing the job's result, to be recorded by another call.
+    /// `accepted`, counts the jobs it finished per announcement key in
+    /// `finished`, and returns, for each split job whose partials it
+    /// completed, its held task bringing the job's result, to be recorded
+    /// by another call.
     async fn record(
         &self,
         worker: Uuid,
         done: &[TaskDone],
         accepted: &mut HashSet<i64>,
+        finished: &mut BTreeMap<Uuid, i64>,
     ) -> Result<Vec<TaskDone>, StoreError> {
         let input = Input::of(done)?;
         let rows = sqlx::query(COMPLETE)
@@ -120,13 +143,17 @@ impl PgQueue {
             .bind(&input.results)
             .bind(&input.prices)
             .bind(&input.partials)
-            .bind(FINISHED_CHANNEL)
+            // No channel: the finished jobs are announced after the commit.
+            .bind(None::<&str>)
             .fetch_all(&mut *self.conn().await?)
             .await?;
         let mut finishing = Vec::new();
         for row in &rows {
             if let Some(id) = row.try_get::<Option<i64>, _>("accepted")? {
                 accepted.insert(id);
+                if let Some(key) = row.try_get::<Option<Uuid>, _>("job_id")? {
+                    *finished.entry(key).or_insert(0) += 1;
+                }
             } else {
                 finishing.push(finished_task(row, done)?);
             }

@@ -7,6 +7,7 @@ mod access;
 mod checkout;
 mod complete;
 mod functions;
+mod herald;
 mod listen;
 mod overview;
 mod pooler;
@@ -67,6 +68,8 @@ pub(crate) struct PgQueue {
     config: Arc<QueueConfig>,
     wakeup: Arc<listen::Wakeup>,
     announcer: Announcer,
+    /// Notifies, after their commit, of the jobs completions finished.
+    herald: herald::Herald,
     /// Stops the finished-work listener when the last clone is dropped.
     finished_listener: Arc<OnceLock<tokio::sync::oneshot::Sender<()>>>,
 }
@@ -140,6 +143,7 @@ impl PgQueue {
             config,
             wakeup: Arc::new(listen::Wakeup::default()),
             announcer,
+            herald: herald::Herald::default(),
             finished_listener: Arc::default(),
         })
     }

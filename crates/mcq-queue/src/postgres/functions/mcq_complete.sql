@@ -34,10 +34,18 @@
 -- statements that count the tasks carry them, so phases cost no statement.
 --
 -- Rows: one per accepted task (`accepted`), then one per held task
--- (`accepted` NULL). The finished batches (or unbatched jobs) are
--- announced on `p_channel` as `key:count`, at commit. The plan is pinned as
--- for `mcq_claim`: index access only, one generic plan per session, no JIT.
-CREATE FUNCTION mcq_complete(
+-- (`accepted` NULL). The row of a task whose job this call finished
+-- carries, in `job_id`, the job's announcement key: its batch, or the job
+-- itself without one. With `p_channel` set, the finished batches (or
+-- unbatched jobs) are also announced on it as `key:count`, at commit; a
+-- caller that passes NULL announces them after the commit, from the keys,
+-- in a transaction of its own. A NOTIFY takes one lock for the whole
+-- database from its commit until the commit is on disk, so completions
+-- that announce in their own transaction commit one at a time, each
+-- waiting out the others' flushes; without it they share flushes. The
+-- plan is pinned as for `mcq_claim`: index access only, one generic plan
+-- per session, no JIT.
+CREATE OR REPLACE FUNCTION mcq_complete(
     p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
     p_started timestamptz[], p_finished timestamptz[],
     p_results text[], p_prices double precision[], p_partials text[], p_channel text)
@@ -93,6 +101,9 @@ DECLARE
     held_ids bigint[] := '{}';
     counted int := 0;
     announced bigint;
+    -- The jobs this call finished, and their announcement keys.
+    fin_jobs uuid[];
+    fin_keys uuid[];
 BEGIN
     IF p_partials IS NOT NULL THEN
         r_ids := '{}'; r_tokens := '{}'; r_ms := '{}'; r_results := '{}'; r_prices := '{}';
@@ -241,13 +252,24 @@ BEGIN
         SET tasks_done = w.tasks_done + n + counted,
             jobs_done = w.jobs_done + (SELECT count(*) FROM bumped b WHERE b.state = 'succeeded')
         WHERE w.id = p_worker
+    ), finished AS (
+        SELECT b.id, b.key FROM bumped b WHERE b.state = 'succeeded'
+    ), told AS (
+        SELECT count(pg_notify(p_channel, f.key::text || ':' || f.c)) AS n
+        FROM (SELECT d.key, count(*) AS c FROM finished d GROUP BY d.key) f
+        WHERE p_channel IS NOT NULL
     )
-    SELECT count(pg_notify(p_channel, f.key::text || ':' || f.c)) INTO announced
-    FROM (SELECT b.key, count(*) AS c FROM bumped b WHERE b.state = 'succeeded' GROUP BY b.key) f;
+    SELECT array_agg(d.id), array_agg(d.key), (SELECT t.n FROM told t)
+    INTO fin_jobs, fin_keys, announced
+    FROM finished d;
 
     RETURN QUERY
+    SELECT a.id, f.key, NULL::bigint, NULL::text, NULL::double precision, NULL::text[]
+    FROM unnest(coalesce(acc_ids, '{}'), coalesce(acc_jobs, '{}')) AS a(id, job)
+    LEFT JOIN unnest(fin_jobs, fin_keys) AS f(job, key) ON f.job = a.job
+    UNION ALL
     SELECT a.id, NULL::uuid, NULL::bigint, NULL::text, NULL::double precision, NULL::text[]
-    FROM unnest(coalesce(acc_ids, '{}') || pa_ids) AS a(id)
+    FROM unnest(pa_ids) AS a(id)
     WHERE a.id <> ALL(held_ids);
     IF cardinality(held_ids) = 0 THEN
         RETURN;

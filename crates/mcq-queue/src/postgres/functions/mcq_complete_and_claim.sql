@@ -11,9 +11,12 @@
 -- its transaction commit without waiting for the disk; this one records
 -- results, so the caller's commit mode is restored before returning.
 --
--- Rows: one per accepted completion (`accepted` set, the rest NULL), then
--- the claim's rows as `mcq_claim` returns them (`accepted` NULL).
-CREATE FUNCTION mcq_complete_and_claim(
+-- Rows: one per accepted completion (`accepted` set, and `job_id` the
+-- announcement key of the job it finished, as `mcq_complete` returns it),
+-- then the claim's rows as `mcq_claim` returns them (`accepted` NULL).
+-- With `p_channel` NULL the caller announces the finished jobs itself,
+-- after the commit (see `mcq_complete`).
+CREATE OR REPLACE FUNCTION mcq_complete_and_claim(
     p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
     p_started timestamptz[], p_finished timestamptz[],
     p_results text[], p_prices double precision[], p_channel text,
@@ -26,7 +29,7 @@ DECLARE
     durability text := current_setting('synchronous_commit');
 BEGIN
     RETURN QUERY
-    SELECT c.accepted, NULL::bigint, NULL::uuid, NULL::uuid, NULL::integer, NULL::bigint,
+    SELECT c.accepted, NULL::bigint, c.job_id, NULL::uuid, NULL::integer, NULL::bigint,
            NULL::bigint, NULL::text
     FROM mcq_complete(p_worker, p_ids, p_tokens, p_ms, p_started, p_finished, p_results,
                       p_prices, NULL, p_channel) AS c;

@@ -1,0 +1,207 @@
+//! Finished-work announcements sent after a completion has committed.
+//!
+//! A `NOTIFY` takes one lock for the whole database when its transaction
+//! commits and keeps it until the commit is on disk. A completion that
+//! notified in its own transaction therefore committed only after every
+//! notifying commit before it had reached the disk, one flush each: the
+//! fleet's completions queued on that lock, with the rows they had written
+//! still locked. So a completion only returns the announcement key of each
+//! job it finished (`mcq_complete`), and the store hands the keys to its
+//! herald, which notifies in a transaction of its own that does not wait for
+//! the disk. An announcement is a hint (`crate::finished`): one lost in a
+//! crash costs a waiter a re-read on its own schedule, never a result.
+//!
+//! The herald is one task per store. While one notification is in flight,
+//! the keys of later completions gather and go out together, so a busy
+//! store sends at most one notifying transaction per round trip.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::{FINISHED_CHANNEL, PgQueue};
+
+/// Notifies per key how many of its jobs finished, in a transaction that
+/// commits without waiting for the disk (`set_config(…, true)` lasts to its
+/// commit).
+const NOTIFY: &str = "
+SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, t.k::text || ':' || t.n)
+FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
+
+/// Where a store's completions leave the keys of the jobs they finished.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Herald {
+    tx: Arc<OnceLock<mpsc::UnboundedSender<BTreeMap<Uuid, i64>>>>,
+}
+
+impl PgQueue {
+    /// Announces, after the commit that finished them, how many jobs
+    /// finished under each key. Returns at once; the notification follows.
+    pub(super) fn announce_finished(&self, finished: BTreeMap<Uuid, i64>) {
+        if finished.is_empty() {
+            return;
+        }
+        let tx = self.herald.tx.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(proclaim(self.pool.clone(), rx));
+            tx
+        });
+        // The herald ends only with the last sender, so this cannot fail.
+        let _ = tx.send(finished);
+    }
+}
+
+/// The herald's loop: one notifying transaction for whatever gathered
+/// since the last. Ends when the store is dropped.
+async fn proclaim(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<BTreeMap<Uuid, i64>>) {
+    while let Some(mut pending) = rx.recv().await {
+        while let Ok(more) = rx.try_recv() {
+            for (key, n) in more {
+                *pending.entry(key).or_insert(0) += n;
+            }
+        }
+        let (keys, counts): (Vec<Uuid>, Vec<i64>) = pending.into_iter().unzip();
+        let sent = sqlx::query(NOTIFY)
+            .bind(FINISHED_CHANNEL)
+            .bind(&keys)
+            .bind(&counts)
+            .execute(&pool)
+            .await;
+        if let Err(err) = sent {
+            // Waiters re-read on their own schedule; nothing is lost.
+            tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
+        }
+    }
+}
+
+/// PostgreSQL only: the completion's own transaction notifies nobody, and
+/// the store announces what it finished right after.
+#[cfg(test)]
+mod on_postgres {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use mcq_kernel::{Spec, VarianceReduction};
+    use sqlx::postgres::PgListener;
+    use uuid::Uuid;
+
+    use super::FINISHED_CHANNEL;
+    use crate::postgres::PgQueue;
+    use crate::store::QueueConfig;
+    use crate::types::{ClaimedTask, Submission, TaskDone, TaskOutput, WorkerInfo};
+
+    const PATIENCE: Duration = Duration::from_secs(30);
+
+    fn done(task: &ClaimedTask) -> TaskDone {
+        let valid = task.spec.validate().expect("claimed spec is valid");
+        let result = valid.price(&AtomicBool::new(false)).expect("not cancelled");
+        TaskDone {
+            task_id: task.task_id,
+            lease_token: task.lease_token,
+            output: TaskOutput::Result(result),
+            compute_ms: 0.5,
+            compute_span: None,
+        }
+    }
+
+    async fn next(listener: &mut PgListener) -> String {
+        let note = tokio::time::timeout(PATIENCE, listener.recv())
+            .await
+            .expect("a notification within the patience")
+            .expect("the listener's connection");
+        note.payload().to_owned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_completion_notifies_after_its_commit_not_within_it() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        q.migrate().await.expect("migrate");
+        let mut listener = PgListener::connect(&db.url).await.expect("listener");
+        listener.listen(FINISHED_CHANNEL).await.expect("LISTEN");
+        let jobs = (1..=3)
+            .map(|seed| {
+                Spec {
+                    runs: Some(1000),
+                    seed: Some(seed),
+                    variance_reduction: VarianceReduction::None,
+                    ..Spec::default()
+                }
+                .validate()
+                .expect("valid")
+            })
+            .collect();
+        let submission = Submission {
+            as_batch: true,
+            label: None,
+            grid: None,
+            jobs,
+            idempotency: None,
+            tenant: crate::DEFAULT_TENANT,
+            priority: 0,
+        };
+        let batch = q.submit(submission, None).await.expect("submit").batch_id;
+        let batch = batch.expect("a batch");
+        let info = WorkerInfo {
+            hostname: "test-host".into(),
+            pid: std::process::id(),
+            concurrency: 3,
+        };
+        let w = q.register_worker(info).await.expect("register");
+        let claimed = q.claim(w, 2).await.expect("claim").tasks;
+        assert_eq!(claimed.len(), 2);
+
+        // The function, called without a channel, returns the finished job's
+        // key and sends nothing: a marker notified after its commit is the
+        // first thing the listener hears.
+        let first = done(&claimed[0]);
+        let TaskOutput::Result(result) = &first.output else {
+            unreachable!("a result")
+        };
+        let mut conn = q.pool.acquire().await.expect("connection");
+        let (accepted, key): (Option<i64>, Option<Uuid>) = sqlx::query_as(
+            "SELECT accepted, job_id FROM mcq_complete($1, $2, $3, $4, NULL, NULL, $5, $6, NULL, \
+             NULL)",
+        )
+        .bind(w)
+        .bind(vec![first.task_id])
+        .bind(vec![first.lease_token])
+        .bind(vec![first.compute_ms])
+        .bind(vec![crate::plan::result_json(result).expect("json")])
+        .bind(vec![result.price])
+        .fetch_one(&mut *conn)
+        .await
+        .expect("mcq_complete");
+        assert_eq!((accepted, key), (Some(first.task_id), Some(batch)));
+        sqlx::query("SELECT pg_notify($1, 'marker')")
+            .bind(FINISHED_CHANNEL)
+            .execute(&mut *conn)
+            .await
+            .expect("marker");
+        assert_eq!(next(&mut listener).await, "marker");
+
+        // The store's two completions announce what they finished.
+        let claimed_more = q
+            .complete_and_claim(w, vec![done(&claimed[1])], 1)
+            .await
+            .expect("complete and claim");
+        assert!(claimed_more.refused.is_empty());
+        assert_eq!(next(&mut listener).await, format!("{batch}:1"));
+        let last = claimed_more.claimed.expect("a claim");
+        assert_eq!(last.len(), 1);
+        assert!(
+            q.complete(w, vec![done(&last[0])])
+                .await
+                .expect("complete")
+                .is_empty()
+        );
+        assert_eq!(next(&mut listener).await, format!("{batch}:1"));
+    }
+}
