@@ -13,7 +13,7 @@ use mcq_worker::{Worker, WorkerConfig, WorkerReport};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{ScalePlan, SizeRow, cpu, pickup};
+use super::{ScalePlan, SizeRow, cpu, pickup, visibility};
 use crate::stats::quantile_sorted;
 
 /// Where the database's CPU is read: the postmaster's pid, when it runs here.
@@ -163,6 +163,10 @@ async fn measure(
     .validate()
     .map_err(|e| anyhow::anyhow!("the synthetic spec is invalid: {e:?}"))?;
     let jobs: Vec<ValidSpec> = (0..tasks).map(|i| tiny.with_seed(plan.seed + i)).collect();
+    let ideal_ms =
+        tasks as f64 * plan.task.as_secs_f64() * 1e3 / (workers as f64 * f64::from(plan.slots));
+    let probes = visibility::probes_for(tasks);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::with_capacity(probes)));
     let mut events = control.finished_events();
     let db_before = database.ticks();
     let own_before = cpu::own_ticks();
@@ -181,8 +185,18 @@ async fn measure(
         .await
         .context("submitting the synthetic batch")?;
     let batch = submitted.batch_id.context("a batch has an id")?;
-    let ideal_ms =
-        tasks as f64 * plan.task.as_secs_f64() * 1e3 / (workers as f64 * f64::from(plan.slots));
+    // Spread over the batch's ideal length; the probe's jobs come after
+    // the batch's in seed order, so no two jobs share a stream.
+    let probe_stop = CancellationToken::new();
+    let mut probe = Some(visibility::start(
+        control.clone(),
+        tiny.clone(),
+        plan.seed + tasks,
+        probes,
+        Duration::from_secs_f64(ideal_ms / 1e3 / (probes as f64 + 1.0)),
+        seen.clone(),
+        probe_stop.clone(),
+    ));
     let limit = Duration::from_secs_f64(ideal_ms / 1e3 * 20.0 + 120.0);
     let view = loop {
         let view = control
@@ -200,11 +214,24 @@ async fn measure(
             ended.context("a worker task panicked")??;
             bail!("a worker stopped during the run");
         }
+        if let Some(done) = probe.take_if(|p| p.is_finished()) {
+            // A probe that failed says why.
+            done.await.context("the visibility probe panicked")??;
+        }
         let left = view.total - view.counts.succeeded;
         events.wait_for(batch, left, Duration::from_secs(1)).await;
     };
     let wall = started.elapsed().as_secs_f64();
     let db_after = database.ticks();
+    // The job in flight is the fleet's to finish; the fleet still runs.
+    probe_stop.cancel();
+    if let Some(probe) = probe {
+        probe.await.context("the visibility probe panicked")??;
+    }
+    let mut visible = seen.lock().expect("the probe's samples").clone();
+    visible.sort_by(f64::total_cmp);
+    // The probe's jobs are tasks the database served too.
+    let served = tasks + visible.len() as u64;
     let own_after = cpu::own_ticks();
     let machine_after = cpu::machine_busy_ticks();
     // The pools keep what they opened (idle connections close only after
@@ -236,8 +263,11 @@ async fn measure(
         pickup_p50_ms: None,
         pickup_p90_ms: None,
         pickup_p99_ms: None,
+        visible_p50_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.5)),
+        visible_p99_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.99)),
+        visible_samples: visible.len(),
         db_cpu_s,
-        db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / tasks as f64),
+        db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / served as f64),
         db_cores: db_cpu_s.map(|s| s / wall),
         bench_cores: own_cpu_s.map(|s| s / wall),
         // Only with the database's CPU known: else its share would count

@@ -13,6 +13,7 @@ mod fleet;
 mod floor;
 mod output;
 mod pickup;
+mod visibility;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -90,9 +91,16 @@ pub struct SizeRow {
     pub pickup_p90_ms: Option<f64>,
     /// 99th percentile of that gap.
     pub pickup_p99_ms: Option<f64>,
+    /// Median time from a probe job's recording to a waiting reader's
+    /// read of it, in milliseconds (`visibility.rs`).
+    pub visible_p50_ms: Option<f64>,
+    /// 99th percentile of that time.
+    pub visible_p99_ms: Option<f64>,
+    /// Probe jobs measured.
+    pub visible_samples: usize,
     /// CPU seconds of the database's processes during the batch.
     pub db_cpu_s: Option<f64>,
-    /// Of those, microseconds per task.
+    /// Of those, microseconds per task (the probe's jobs counted).
     pub db_cpu_per_task_us: Option<f64>,
     /// Database CPU over wall time: the cores it kept busy.
     pub db_cores: Option<f64>,

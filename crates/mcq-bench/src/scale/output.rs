@@ -88,7 +88,7 @@ fn opt(value: Option<f64>, digits: usize) -> String {
 }
 
 /// The table's rows as cells.
-fn cells(summary: &ScaleSummary) -> Vec<[String; 16]> {
+fn cells(summary: &ScaleSummary) -> Vec<[String; 18]> {
     summary
         .sizes
         .iter()
@@ -101,6 +101,8 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 16]> {
                 format!("{:.1}%", r.efficiency * 100.0),
                 opt(r.pickup_p50_ms, 2),
                 opt(r.pickup_p99_ms, 1),
+                opt(r.visible_p50_ms, 2),
+                opt(r.visible_p99_ms, 1),
                 opt(r.db_cpu_per_task_us, 0),
                 opt(r.floor_db_cpu_per_task_us, 0),
                 opt(r.db_cpu_ratio, 2),
@@ -116,7 +118,7 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 16]> {
         .collect()
 }
 
-const HEADERS: [&str; 16] = [
+const HEADERS: [&str; 18] = [
     "workers",
     "tasks",
     "ideal/s",
@@ -124,6 +126,8 @@ const HEADERS: [&str; 16] = [
     "of ideal",
     "pickup p50 ms",
     "pickup p99 ms",
+    "visible p50 ms",
+    "visible p99 ms",
     "DB CPU µs/task",
     "floor µs/task",
     "ratio",

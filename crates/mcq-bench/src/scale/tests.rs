@@ -14,6 +14,9 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         pickup_p50_ms: Some(1.0),
         pickup_p90_ms: Some(2.0),
         pickup_p99_ms: Some(3.0),
+        visible_p50_ms: Some(1.5),
+        visible_p99_ms: Some(4.0),
+        visible_samples: 3,
         db_cpu_s: Some(1.0),
         db_cpu_per_task_us: Some(120.0),
         db_cores: Some(1.2),
@@ -178,6 +181,10 @@ fn a_small_run_writes_files_that_parse() {
         assert_eq!(row.refused, 0);
         assert!(row.db_connections >= workers as u64, "{row:?}");
         assert!(row.pickup_p50_ms.is_some(), "{row:?}");
+        // The probe's first job goes in with the batch and is always seen.
+        assert!(row.visible_samples >= 1, "{row:?}");
+        let (p50, p99) = (row.visible_p50_ms.unwrap(), row.visible_p99_ms.unwrap());
+        assert!((0.0..=p99).contains(&p50), "{row:?}");
         // The minimal queue ran beside it on the same database, its rows
         // all held for the same 10 ms, and the ratio is of the two CPUs.
         let floor = row.floor_efficiency.expect("the minimal queue ran");
@@ -199,6 +206,7 @@ fn a_small_run_writes_files_that_parse() {
         "{csv_text}"
     );
     assert!(report.table.contains("floor µs/task"), "{}", report.table);
+    assert!(report.table.contains("visible p99 ms"), "{}", report.table);
     let left: bool = {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
