@@ -18,6 +18,39 @@ pub(crate) struct ScaleChart<'a> {
     pub context: String,
 }
 
+/// Both axes logarithmic.
+type LogLog = Cartesian2d<LogCoord<f64>, LogCoord<f64>>;
+
+/// Log-log axes of fleet size (x) against `y_desc`, with a margin around
+/// the data's extent `(x0, x1, y0, y1)`, drawn with their grid.
+fn against_workers<'a, DB: DrawingBackend>(
+    plot: &'a DrawingArea<DB, Shift>,
+    (x0, x1, y0, y1): (f64, f64, f64, f64),
+    y_desc: &str,
+    what: &str,
+) -> anyhow::Result<ChartContext<'a, DB, LogLog>> {
+    let mut chart = ChartBuilder::on(plot)
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (x0 / 1.4..x1 * 1.4).log_scale(),
+            (y0 / 1.5..y1 * 1.5).log_scale(),
+        )
+        .map_err(fail(what))?;
+    chart
+        .configure_mesh()
+        .x_desc("simulated workers")
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| super::log_label(*x, |v| format!("{v:.0}")))
+        .y_label_formatter(&|y| super::log_label(*y, super::short))
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 15))
+        .draw()
+        .map_err(fail(what))?;
+    Ok(chart)
+}
+
 const MEASURED: RGBColor = RGBColor(31, 119, 180);
 const IDEAL: RGBColor = RGBColor(60, 60, 60);
 const MARK: RGBColor = RGBColor(214, 39, 40);
@@ -48,25 +81,12 @@ impl Chart for ScaleChart<'_> {
         if x0 > x1 {
             (x0, x1, y0, y1) = (1.0, 10.0, 1.0, 100.0);
         }
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(16)
-            .x_label_area_size(44)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                (x0 / 1.4..x1 * 1.4).log_scale(),
-                (y0 / 1.5..y1 * 1.5).log_scale(),
-            )
-            .map_err(fail("the scale chart"))?;
-        chart
-            .configure_mesh()
-            .x_desc("simulated workers")
-            .y_desc("tasks per second")
-            .x_label_formatter(&|x| super::log_label(*x, |v| format!("{v:.0}")))
-            .y_label_formatter(&|y| super::log_label(*y, super::short))
-            .label_style((FAMILY, 13))
-            .axis_desc_style((FAMILY, 15))
-            .draw()
-            .map_err(fail("the scale chart"))?;
+        let mut chart = against_workers(
+            &plot,
+            (x0, x1, y0, y1),
+            "tasks per second",
+            "the scale chart",
+        )?;
         let ideal: Vec<(f64, f64)> = rows
             .iter()
             .map(|r| (r.workers as f64, r.ideal_per_s))
@@ -165,25 +185,12 @@ impl Chart for ScaleCpuChart<'_> {
         if x0 > x1 {
             (x0, x1, y0, y1) = (1.0, 10.0, 10.0, 1000.0);
         }
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(16)
-            .x_label_area_size(44)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                (x0 / 1.4..x1 * 1.4).log_scale(),
-                (y0 / 1.5..y1 * 1.5).log_scale(),
-            )
-            .map_err(fail("the CPU chart"))?;
-        chart
-            .configure_mesh()
-            .x_desc("simulated workers")
-            .y_desc("database CPU per task, µs")
-            .x_label_formatter(&|x| super::log_label(*x, |v| format!("{v:.0}")))
-            .y_label_formatter(&|y| super::log_label(*y, super::short))
-            .label_style((FAMILY, 13))
-            .axis_desc_style((FAMILY, 15))
-            .draw()
-            .map_err(fail("the CPU chart"))?;
+        let mut chart = against_workers(
+            &plot,
+            (x0, x1, y0, y1),
+            "database CPU per task, µs",
+            "the CPU chart",
+        )?;
         for (points, colour) in [(&mcq, MEASURED), (&floor, FLOOR)] {
             chart
                 .draw_series(LineSeries::new(

@@ -295,28 +295,17 @@ mod on_postgres {
 
     use uuid::Uuid;
 
-    use crate::postgres::PgQueue;
+    use crate::postgres::{PgQueue, listening_backends};
     use crate::store::QueueConfig;
 
     const PATIENCE: Duration = Duration::from_secs(30);
-
-    /// Backends of this database whose last statement was a `LISTEN`.
-    async fn listening(q: &PgQueue) -> i64 {
-        sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND query LIKE 'LISTEN %'",
-        )
-        .fetch_one(&q.pool)
-        .await
-        .expect("pg_stat_activity")
-    }
 
     /// Polls until the store listens on `want` channels and says whether
     /// it hears the work channel as `hears`.
     async fn settle(q: &PgQueue, want: i64, hears: bool, what: &str) {
         let started = tokio::time::Instant::now();
         loop {
-            let now = listening(q).await;
+            let now = listening_backends(q).await;
             if now == want && q.hears_work() == hears {
                 return;
             }

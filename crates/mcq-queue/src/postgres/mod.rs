@@ -207,3 +207,16 @@ impl PgQueue {
         self.config.lease.as_secs_f64()
     }
 }
+
+/// Tests' view of the server: backends of this database whose last
+/// statement was a `LISTEN`.
+#[cfg(test)]
+async fn listening_backends(q: &PgQueue) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+    )
+    .fetch_one(&q.pool)
+    .await
+    .expect("pg_stat_activity")
+}

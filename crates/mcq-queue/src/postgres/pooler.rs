@@ -127,22 +127,11 @@ mod on_postgres {
 
     use mcq_kernel::Spec;
 
-    use crate::postgres::PgQueue;
+    use crate::postgres::{PgQueue, listening_backends};
     use crate::store::{PoolMode, QueueConfig, StoreError};
     use crate::types::Submission;
 
     const PATIENCE: Duration = Duration::from_secs(30);
-
-    /// Backends of this database whose last statement was a `LISTEN`.
-    async fn listening(q: &PgQueue) -> i64 {
-        sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND query LIKE 'LISTEN %'",
-        )
-        .fetch_one(&q.pool)
-        .await
-        .expect("pg_stat_activity")
-    }
 
     #[tokio::test]
     async fn in_transaction_mode_nothing_listens_and_own_submissions_still_wake() {
@@ -188,7 +177,7 @@ mod on_postgres {
             .await
             .expect("its own submission wakes its workers");
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(listening(&session).await, 0, "nothing listens");
+        assert_eq!(listening_backends(&session).await, 0, "nothing listens");
 
         // The control: a store in session mode listens while a worker of
         // it waits for work.
@@ -199,7 +188,7 @@ mod on_postgres {
             }
         });
         let started = tokio::time::Instant::now();
-        while listening(&session).await == 0 {
+        while listening_backends(&session).await == 0 {
             assert!(
                 started.elapsed() < PATIENCE,
                 "the session store never listened"
