@@ -5,19 +5,35 @@
 //! needed, `403` where some key's role falls short or a browser may write
 //! for another origin, `415` on the writes an open server refuses without
 //! a JSON content type. The bodies of the cancels are ignored, so the
-//! document calls them optional.
+//! document calls them optional. Those operations name the `bearer`
+//! scheme as optional: an open server needs no key, any other needs one.
 
 use axum::http::Method;
 use mcq_queue::Role;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::request_body::RequestBody;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Required, Response};
 
 use crate::access::{Needs, needs};
 
+/// The name of the API key scheme in the document.
+const SCHEME: &str = "bearer";
+
 /// Adds the access layer's answers to every operation of `doc`, keeping
 /// any a handler documents itself.
 pub(super) fn add(doc: &mut OpenApi) {
+    let scheme = Http::builder()
+        .scheme(HttpAuthScheme::Bearer)
+        .bearer_format("mcq_<id>_<secret>")
+        .description(Some(
+            "An API key from `mcq keys create`. A server whose database holds no key, \
+             on a loopback address, needs none.",
+        ))
+        .build();
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(SCHEME, SecurityScheme::Http(scheme));
     for (path, item) in &mut doc.paths.paths {
         let operations = [(Method::GET, &mut item.get), (Method::POST, &mut item.post)];
         for (method, operation) in operations {
@@ -26,6 +42,10 @@ pub(super) fn add(doc: &mut OpenApi) {
             };
             let write = method != Method::GET;
             if let Needs::Role(role) = needs(&method, path) {
+                operation.security = Some(vec![
+                    SecurityRequirement::new(SCHEME, Vec::<String>::new()),
+                    SecurityRequirement::default(),
+                ]);
                 problem(operation, "401", "No valid API key");
                 if role != Role::Read {
                     problem(operation, "403", "The key's role may not do this");
@@ -115,6 +135,9 @@ mod tests {
             let answers = statuses(&operation(path, "get"));
             assert!(!answers.iter().any(|s| s == "401"), "{path}: {answers:?}");
         }
+        let security = &operation("/v1/jobs/{id}", "get")["security"];
+        assert_eq!(security, &serde_json::json!([{"bearer": []}, {}]));
+        assert!(operation("/healthz", "get").get("security").is_none());
         // Every role may read, so a read is never refused for its role.
         let answers = statuses(&operation("/v1/jobs/{id}", "get"));
         assert!(!answers.iter().any(|s| s == "403"), "{answers:?}");
