@@ -10,6 +10,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::wait::WAIT_PATTERN;
 
+mod access_responses;
 mod batch_schema;
 
 /// A UUID as the API accepts it: hyphenated, hex digits in either case.
@@ -45,7 +46,7 @@ const KEY_PATTERN: &str = "^[!-~]{1,255}$";
         crate::prometheus::metrics,
     ),
     components(schemas(mcq_api_types::FieldProblem)),
-    modifiers(&Parameters, &Batches),
+    modifiers(&Parameters, &Batches, &Access),
     tags(
         (name = "jobs", description = "Single pricing jobs"),
         (name = "batches", description = "Batches of jobs and their statistics"),
@@ -63,6 +64,17 @@ struct Batches;
 impl Modify for Batches {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         batch_schema::rewrite(doc);
+    }
+}
+
+/// Adds what the access layer answers to every operation (see
+/// [`access_responses`]).
+#[derive(Debug)]
+struct Access;
+
+impl Modify for Access {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        access_responses::add(doc);
     }
 }
 
