@@ -35,7 +35,8 @@ pub struct DryRun {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LocalPrediction {
-    /// Kernel time of every predicted job on one core, in seconds.
+    /// Kernel time of every predicted job, summed, in seconds: each job on
+    /// one core of this server while all its cores compute.
     pub compute_s: f64,
     /// Cores of this server.
     pub cores: u32,

@@ -34,7 +34,7 @@ fn summary(answer: &DryRun) -> Vec<String> {
         .map(|ns| format!(", {ns:.3} ns per path-step"))
         .unwrap_or_default();
     lines.push(format!(
-        "  on the server: {} of compute on one core{speed}; {} on its {} cores",
+        "  on the server: {} of compute{speed}; {} wall on its {} cores",
         seconds(local.compute_s),
         seconds(local.wall_s),
         local.cores
@@ -125,7 +125,7 @@ mod tests {
             "nothing was queued",
             "100 jobs in 100 tasks, 100000000 paths",
             "2 with a target standard error",
-            "620.0 ms of compute on one core, 0.310 ns per path-step; 310.0 ms on its 2 cores",
+            "620.0 ms of compute, 0.310 ns per path-step; 310.0 ms wall on its 2 cores",
             "2 workers, 4 slots (measured on 200 recent jobs, 1.10× the server's time)",
             "170.0 ms wall",
             "fleet 3.300e-3",
