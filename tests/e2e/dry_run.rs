@@ -11,30 +11,23 @@ use serde_json::{Value, json};
 
 use super::server::{Server, TempDir, mcq, workers};
 
-/// Rows of the tables a submission writes.
-async fn stored(url: &str) -> [i64; 3] {
-    let sql = ["jobs", "batches", "tasks"].map(|t| format!("SELECT count(*) FROM {t}"));
-    let mut counts = [0; 3];
+/// Rows of the tables a submission writes: jobs, batches, tasks.
+async fn stored(url: &str) -> (i64, i64, i64) {
+    const COUNTS: &str = "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM batches),
+                                 (SELECT count(*) FROM tasks)";
     if url.starts_with("sqlite:") {
         let pool = sqlx::SqlitePool::connect(url).await.expect("open sqlite");
-        for (count, sql) in counts.iter_mut().zip(&sql) {
-            *count = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()))
-                .fetch_one(&pool)
-                .await
-                .expect("count");
-        }
-        pool.close().await;
+        sqlx::query_as(COUNTS)
+            .fetch_one(&pool)
+            .await
+            .expect("count")
     } else {
         let pool = sqlx::PgPool::connect(url).await.expect("connect");
-        for (count, sql) in counts.iter_mut().zip(&sql) {
-            *count = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()))
-                .fetch_one(&pool)
-                .await
-                .expect("count");
-        }
-        pool.close().await;
+        sqlx::query_as(COUNTS)
+            .fetch_one(&pool)
+            .await
+            .expect("count")
     }
-    counts
 }
 
 /// POSTs `body` to `path` and returns the status and the decoded answer.
@@ -132,7 +125,7 @@ async fn counts_and_refusals(url: &str, server: &Server) {
     .await;
     assert_eq!(status, 202, "{accepted}");
     let after = stored(url).await;
-    assert_eq!((after[0], after[1]), (before[0] + 1, before[1] + 1));
+    assert_eq!((after.0, after.1), (before.0 + 1, before.1 + 1));
 
     // Prices: the server's cores for its wall time, billed exactly; the
     // same costs through the client.

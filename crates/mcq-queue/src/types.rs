@@ -224,7 +224,7 @@ impl Heartbeat {
 
 /// A recently finished job's kernel time, for predictions of what similar
 /// work will take on this fleet.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct FinishedCompute {
     /// The job's spec as stored (JSON, defaults filled, seed drawn).
     pub spec: String,

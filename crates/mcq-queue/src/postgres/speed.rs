@@ -1,8 +1,6 @@
 //! How fast the fleet has been computing: the kernel time and specs of
 //! recently finished jobs, for the predictions of dry runs.
 
-use sqlx::Row as _;
-
 use super::PgQueue;
 use crate::store::StoreError;
 use crate::types::FinishedCompute;
@@ -21,18 +19,10 @@ impl PgQueue {
         scan: u32,
         within: std::time::Duration,
     ) -> Result<Vec<FinishedCompute>, StoreError> {
-        let rows = sqlx::query(RECENT_COMPUTE)
+        Ok(sqlx::query_as(RECENT_COMPUTE)
             .bind(i64::from(scan))
             .bind(within.as_secs_f64())
             .fetch_all(&mut *self.conn().await?)
-            .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(FinishedCompute {
-                    spec: row.try_get("spec")?,
-                    compute_ms: row.try_get("compute_ms")?,
-                })
-            })
-            .collect()
+            .await?)
     }
 }
