@@ -6,6 +6,7 @@
 
 mod batch;
 mod commands;
+mod dry_run;
 mod keys;
 mod metrics;
 mod readme;

@@ -6,6 +6,7 @@ import time
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 
 from mcq_client import (
@@ -294,3 +295,36 @@ def test_a_sweep_prices_every_grid_point(client: Client) -> None:
     assert [e.pointer for e in bad.value.errors] == ["/sweep/exercise/1"]
     with pytest.raises(TypeError):
         client.submit_batch([{}], sweep={"exercise": [25]})
+
+
+def test_a_dry_run_counts_and_prices_without_queueing(client: Client, server: Server) -> None:
+    label = f"dry-{uuid.uuid4().hex[:8]}"
+
+    def listed() -> list[Any]:
+        page = httpx.get(f"{server.url}/v1/batches", params={"label": label}).json()
+        return list(page["batches"])
+
+    one = client.dry_run(runs=SMALL_RUNS)
+    assert (one["jobs"], one["tasks"], one["paths"]) == (1, 1, SMALL_RUNS)
+    grid = client.dry_run_batch(
+        {"runs": SMALL_RUNS},
+        label=label,
+        sweep={"exercise": [25, 30, 35]},
+        repeat=2,
+        cost_local=0.04,
+        cost_cloud="0.05,granularity=1min",
+    )
+    assert (grid["jobs"], grid["paths"]) == (6, 6 * SMALL_RUNS)
+    assert grid["cost"]["cloud_granularity_s"] == 60.0
+    assert grid["local"]["compute_s"] > 0
+    assert listed() == []
+    with pytest.raises(ProblemError) as bad:
+        client.dry_run_batch([{}, {"down": 2}], label=label)
+    assert "/jobs/1/down" in [e.pointer for e in bad.value.errors]
+    with pytest.raises(TypeError):
+        client.dry_run(cost_local=0.04)
+    # The same batch for real is listed: the check above could fail.
+    client.submit_batch(
+        {"runs": SMALL_RUNS}, label=label, sweep={"exercise": [25, 30, 35]}, repeat=2
+    )
+    assert len(listed()) == 1

@@ -16,6 +16,7 @@
 #![warn(clippy::cast_possible_truncation)]
 
 mod batch;
+mod dry_run;
 mod health;
 mod job;
 mod problem;
@@ -30,6 +31,7 @@ pub use batch::{
     BatchAccepted, BatchCancelled, BatchPage, BatchRequest, BatchTimings, BatchView, PriceStats,
     StateCounts,
 };
+pub use dry_run::{DryRun, DryRunCost, FleetBasis, FleetPrediction, LocalPrediction};
 pub use health::Health;
 pub use job::{JobCancelled, JobPage, JobRequest, JobState, JobTimings, JobView, TaskCounts};
 pub use problem::{FieldProblem, PROBLEM_JSON, Problem};

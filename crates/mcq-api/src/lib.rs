@@ -14,8 +14,10 @@
 mod access;
 mod access_log;
 mod body;
+mod calibrate;
 mod dashboard;
 mod decode;
+mod dry_run;
 mod extract;
 mod head;
 mod health;

@@ -16,6 +16,11 @@ mod batch_schema;
 /// A UUID as the API accepts it: hyphenated, hex digits in either case.
 const UUID_PATTERN: &str =
     "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+/// A price per core-hour as `cost_local` takes it (the server also reads
+/// other spellings of a non-negative number, such as `4e-2`).
+const PRICE_PATTERN: &str = "^[0-9]{1,12}(\\.[0-9]{1,12})?$";
+/// A cloud price as `cost_cloud` takes it, with its billing granularity.
+const CLOUD_PRICE_PATTERN: &str = "^[0-9]{1,12}(\\.[0-9]{1,12})?(,granularity=(1s|1min|1h))?$";
 /// An `Idempotency-Key`: 1 to 255 visible ASCII characters.
 const KEY_PATTERN: &str = "^[!-~]{1,255}$";
 
@@ -115,6 +120,8 @@ fn schema_of(parameter: &Parameter) -> Option<Schema> {
             .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
             .pattern(Some(UUID_PATTERN)),
         "wait" => text().pattern(Some(WAIT_PATTERN)),
+        "cost_local" => text().pattern(Some(PRICE_PATTERN)),
+        "cost_cloud" => text().pattern(Some(CLOUD_PRICE_PATTERN)),
         "Idempotency-Key" => text()
             .min_length(Some(1))
             .max_length(Some(255))

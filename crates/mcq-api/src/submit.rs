@@ -1,18 +1,23 @@
 //! `POST /v1/jobs` and `POST /v1/batches`: decode, fill defaults, validate
-//! every spec (all or nothing), draw seeds, enqueue in bulk.
+//! every spec (all or nothing), draw seeds, enqueue in bulk; or, with
+//! `?dry_run=true`, answer what would be queued and what it would take
+//! (see `dry_run`).
 
 use axum::Extension;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mcq_api_types::{
-    BatchAccepted, BatchGrid, BatchRequest, FieldProblem, IDEMPOTENT_REPLAYED, JobView, Problem,
+    BatchAccepted, BatchGrid, BatchRequest, DryRun, FieldProblem, IDEMPOTENT_REPLAYED, JobView,
+    Problem,
 };
 use mcq_kernel::{MAX_SEED, Spec, ValidSpec};
 use mcq_queue::{IdempotencyKey, Submission, Submitted, TenantLimits};
 
 use crate::AppState;
 use crate::access::Caller;
+use crate::dry_run::{self, SubmitQuery};
 use crate::extract::{IdempotencyHeader, JsonBody};
 use crate::problem::ApiError;
 use crate::sweep;
@@ -31,11 +36,17 @@ const MAX_LISTED_ERRORS: usize = 100;
     path = "/v1/jobs",
     tag = "jobs",
     request_body(content = Spec, description = "A pricing spec; omitted fields take the original sample's values"),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the original answer when repeated with the same body")),
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "Replays the original answer when repeated with the same body (a dry run neither reads nor stores it)"),
+        ("dry_run" = Option<bool>, Query, description = "true: validate exactly as a submission, queue nothing, and answer 200 with what would be queued and the predicted compute and wall time on this server and on the live workers"),
+        ("cost_local" = Option<String>, Query, description = "With dry_run=true and cost_cloud: price of a local core-hour, as `mcq bench compare --cost-local` (e.g. 0.04)"),
+        ("cost_cloud" = Option<String>, Query, description = "With dry_run=true and cost_local: price of a cloud core-hour, optionally with its billing granularity, as `mcq bench compare --cost-cloud` (e.g. 0.05 or 0.05,granularity=1min; 1s, 1min or 1h, default 1s)"),
+    ),
     responses(
+        (status = 200, description = "Dry run: nothing was queued; what would be, and what it would take", body = DryRun),
         (status = 202, description = "Enqueued (or replayed); poll the Location", body = JobView,
             headers(("Location" = String, description = "URL of the job"))),
-        (status = 400, description = "Malformed JSON, wrong types or unknown fields", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON, wrong types or unknown fields; a bad dry_run, cost_local or cost_cloud, or a price without dry_run=true or without the other price", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the size limit; the detail names the limit and its value", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
@@ -50,14 +61,19 @@ pub(crate) async fn submit_job(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     IdempotencyHeader(key): IdempotencyHeader,
+    query: Result<Query<SubmitQuery>, QueryRejection>,
     JsonBody(spec): JsonBody<Spec>,
 ) -> Result<Response, ApiError> {
+    let dry = dry_run::asked(query)?;
     let spec = spec.with_defaults();
     let idempotency = key.map(|key| IdempotencyKey {
         key,
         fingerprint: fingerprint("POST /v1/jobs", &spec),
     });
     let spec = prepare(vec![spec], &caller.limits, |_, field| format!("/{field}"))?.remove(0);
+    if let Some(asked) = dry {
+        return dry_run::answer(&state, vec![spec], asked).await;
+    }
     let submitted = state
         .store
         .submit_within(
@@ -91,11 +107,17 @@ pub(crate) async fn submit_job(
     path = "/v1/batches",
     tag = "batches",
     request_body(content = BatchRequest, description = "Up to the server's limit of specs (100,000 by default)"),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Replays the original answer when repeated with the same body")),
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "Replays the original answer when repeated with the same body (a dry run neither reads nor stores it)"),
+        ("dry_run" = Option<bool>, Query, description = "true: validate exactly as a submission, queue nothing, and answer 200 with what would be queued and the predicted compute and wall time on this server and on the live workers"),
+        ("cost_local" = Option<String>, Query, description = "With dry_run=true and cost_cloud: price of a local core-hour, as `mcq bench compare --cost-local` (e.g. 0.04)"),
+        ("cost_cloud" = Option<String>, Query, description = "With dry_run=true and cost_local: price of a cloud core-hour, optionally with its billing granularity, as `mcq bench compare --cost-cloud` (e.g. 0.05 or 0.05,granularity=1min; 1s, 1min or 1h, default 1s)"),
+    ),
     responses(
+        (status = 200, description = "Dry run: nothing was queued; what would be, and what it would take", body = DryRun),
         (status = 202, description = "Enqueued (or replayed); job ids in submission order", body = BatchAccepted,
             headers(("Location" = String, description = "URL of the batch"))),
-        (status = 400, description = "Malformed JSON, wrong types or unknown fields", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON, wrong types or unknown fields; a bad dry_run, cost_local or cost_cloud, or a price without dry_run=true or without the other price", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the size limit (/problems/body-too-large) or more jobs than the job limit (/problems/batch-too-large); the detail names the limit and its value", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
@@ -110,8 +132,10 @@ pub(crate) async fn submit_batch(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     IdempotencyHeader(key): IdempotencyHeader,
+    query: Result<Query<SubmitQuery>, QueryRejection>,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<Response, ApiError> {
+    let dry = dry_run::asked(query)?;
     check_label(request.label.as_deref())?;
     let priority = request.priority.unwrap_or(0);
     if !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&priority) {
@@ -161,6 +185,9 @@ pub(crate) async fn submit_batch(
     })
     .await
     .map_err(|_| ApiError::Internal)??;
+    if let Some(asked) = dry {
+        return dry_run::answer(&state, jobs, asked).await;
+    }
     // The quota is counted with the insert, so racing submissions cannot
     // pass it together.
     let submitted = state

@@ -1,12 +1,6 @@
 //! What a batch costs on each platform, and the paths per call from which
-//! the service is the cheaper way to run it.
-//!
-//! The model: a platform holds its compute slots (cores) for the batch's
-//! wall time. Local cores cost `--cost-local` per core-hour for exactly
-//! that time; cloud cores (the service's workers) cost `--cost-cloud` per
-//! core-hour, each core's time rounded up to the billing granularity per
-//! batch, as if the workers were rented for the batch alone (the 2010
-//! cloud billed whole hours; today's bill per second or minute).
+//! the service is the cheaper way to run it. The prices and what holding
+//! cores costs are `mcq_cost`'s, shared with `mcq submit --dry-run`.
 
 use std::fmt::Write;
 
@@ -20,67 +14,14 @@ use crate::interval::Interval;
 use crate::platform::Platform;
 use crate::record::TrialRecord;
 
-/// Prices per core-hour, as given on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct CostModel {
-    /// Price of a local core-hour (`local-1`, `local-all`).
-    pub local_per_core_hour: f64,
-    /// Price of a cloud core-hour (the service's workers).
-    pub cloud_per_core_hour: f64,
-    /// Cloud billing granularity in seconds (1, 60 or 3600).
-    pub cloud_granularity_s: f64,
-}
+pub use mcq_cost::{CostModel, parse_cloud_price, parse_price};
 
-/// Parses `--cost-local PRICE` (a finite, non-negative number).
-pub fn parse_price(text: &str) -> Result<f64, String> {
-    let price: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a price per core-hour (e.g. 0.04)"))?;
-    if !(price.is_finite() && price >= 0.0) {
-        return Err(format!(
-            "a price per core-hour must be zero or more, got {text:?}"
-        ));
-    }
-    Ok(price)
-}
-
-/// Parses `--cost-cloud PRICE[,granularity=1s|1min|1h]` into the price
-/// and the granularity in seconds (default 1 s).
-pub fn parse_cloud_price(text: &str) -> Result<(f64, f64), String> {
-    let mut parts = text.split(',');
-    let price = parse_price(parts.next().unwrap_or_default())?;
-    let mut granularity = 1.0;
-    for part in parts {
-        let value = part.trim().strip_prefix("granularity=").ok_or_else(|| {
-            format!("unknown cost option {part:?}; expected granularity=1s, 1min or 1h")
-        })?;
-        granularity = match value {
-            "1s" => 1.0,
-            "1min" => 60.0,
-            "1h" => 3600.0,
-            _ => {
-                return Err(format!(
-                    "unknown granularity {value:?}; expected 1s, 1min or 1h"
-                ));
-            }
-        };
-    }
-    Ok((price, granularity))
-}
-
-impl CostModel {
-    /// Cost of holding `slots` cores of `platform` for `wall_ms`.
-    pub fn batch_cost(&self, platform: Platform, slots: u32, wall_ms: f64) -> f64 {
-        let seconds = wall_ms / 1e3;
-        let (billed, rate) = match platform {
-            Platform::Local1 | Platform::LocalAll => (seconds, self.local_per_core_hour),
-            Platform::Service => (
-                (seconds / self.cloud_granularity_s).ceil() * self.cloud_granularity_s,
-                self.cloud_per_core_hour,
-            ),
-        };
-        f64::from(slots) * billed * rate / 3600.0
+/// Cost of holding `slots` cores of `platform` for `wall_ms`: local
+/// cores exactly, the service's as cloud cores.
+pub(crate) fn batch_cost(model: &CostModel, platform: Platform, slots: u32, wall_ms: f64) -> f64 {
+    match platform {
+        Platform::Local1 | Platform::LocalAll => model.local_cost(slots, wall_ms),
+        Platform::Service => model.cloud_cost(slots, wall_ms),
     }
 }
 
@@ -125,7 +66,7 @@ pub(crate) fn analyse(
         .iter()
         .filter_map(|l| {
             let wall = l.wall_ms?.p50;
-            let cost = |ms| model.batch_cost(l.platform, l.slots, ms);
+            let cost = |ms| batch_cost(&model, l.platform, l.slots, ms);
             Some(CostRow {
                 platform: l.platform,
                 runs: l.runs,
@@ -159,8 +100,8 @@ pub(crate) fn analyse(
             .zip(&slots)
             .zip(medians)
             .filter_map(|((&r, s), m)| {
-                let local = model.batch_cost(Platform::Local1, s[0]?, m[0]?);
-                let service = model.batch_cost(Platform::Service, s[2]?, m[2]?);
+                let local = batch_cost(&model, Platform::Local1, s[0]?, m[0]?);
+                let service = batch_cost(&model, Platform::Service, s[2]?, m[2]?);
                 (local > 0.0 && service > 0.0).then(|| (r as f64, (local / service).ln(), None))
             })
             .collect();
@@ -354,42 +295,17 @@ mod tests {
     }
 
     #[test]
-    fn prices_and_granularities_parse_or_say_why_not() {
-        assert_eq!(parse_price("0.04"), Ok(0.04));
-        assert!(parse_price("-1").unwrap_err().contains("zero or more"));
-        assert!(parse_price("cheap").unwrap_err().contains("not a price"));
-        assert_eq!(parse_cloud_price("0.05"), Ok((0.05, 1.0)));
-        assert_eq!(parse_cloud_price("0.05,granularity=1min"), Ok((0.05, 60.0)));
-        assert_eq!(parse_cloud_price("0.05,granularity=1h"), Ok((0.05, 3600.0)));
-        assert!(
-            parse_cloud_price("0.05,granularity=2h")
-                .unwrap_err()
-                .contains("1s, 1min or 1h")
+    fn local_platforms_pay_exactly_and_the_service_per_granule() {
+        let model = CostModel::new(0.036, (0.072, 3600.0));
+        assert_eq!(
+            batch_cost(&model, Platform::Local1, 1, 10_000.0),
+            model.local_cost(1, 10_000.0)
         );
-        assert!(
-            parse_cloud_price("0.05,size=1")
-                .unwrap_err()
-                .contains("unknown cost option")
+        assert_eq!(
+            batch_cost(&model, Platform::LocalAll, 2, 10_000.0),
+            model.local_cost(2, 10_000.0)
         );
-    }
-
-    #[test]
-    fn the_cloud_rounds_each_core_up_to_its_granularity() {
-        let model = CostModel {
-            local_per_core_hour: 0.036,
-            cloud_per_core_hour: 0.072,
-            cloud_granularity_s: 3600.0,
-        };
-        // Local: 1 core for 10 s at 0.036/h = 0.0001.
-        assert!((model.batch_cost(Platform::Local1, 1, 10_000.0) - 0.0001).abs() < 1e-15);
-        // Cloud per hour: 2 cores for 10 s are billed 2 whole hours.
-        assert!((model.batch_cost(Platform::Service, 2, 10_000.0) - 0.144).abs() < 1e-12);
-        let per_second = CostModel {
-            cloud_granularity_s: 1.0,
-            ..model
-        };
-        // Per second: 10.2 s → 11 s on each of 2 cores.
-        let cost = per_second.batch_cost(Platform::Service, 2, 10_200.0);
-        assert!((cost - 2.0 * 11.0 * 0.072 / 3600.0).abs() < 1e-15, "{cost}");
+        // Two cloud cores for 10 s are billed two whole hours.
+        assert!((batch_cost(&model, Platform::Service, 2, 10_000.0) - 0.144).abs() < 1e-12);
     }
 }

@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use mcq_api_types::{
-    BatchAccepted, BatchCancelled, BatchPage, BatchRequest, BatchSummary, BatchView, FieldProblem,
-    Health, IDEMPOTENCY_KEY, JobCancelled, JobPage, JobView, MAX_WAIT, Problem, QueueView,
-    ResultsPage, WorkerList, WorkerView,
+    BatchAccepted, BatchCancelled, BatchPage, BatchRequest, BatchSummary, BatchView, DryRun,
+    FieldProblem, Health, IDEMPOTENCY_KEY, JobCancelled, JobPage, JobView, MAX_WAIT, Problem,
+    QueueView, ResultsPage, WorkerList, WorkerView,
 };
+use mcq_cost::CostModel;
 use mcq_kernel::Spec;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
@@ -139,6 +140,28 @@ impl Client {
         idempotency_key: Option<&str>,
     ) -> Result<BatchAccepted, ClientError> {
         self.post_json("/v1/batches", batch, idempotency_key).await
+    }
+
+    /// `POST /v1/jobs?dry_run=true`: what the job would take, validated as
+    /// a submission but not queued; with prices, also its cost.
+    pub async fn dry_run_job(
+        &self,
+        spec: &Spec,
+        cost: Option<&CostModel>,
+    ) -> Result<DryRun, ClientError> {
+        self.post_json(&dry_run_path("/v1/jobs", cost), spec, None)
+            .await
+    }
+
+    /// `POST /v1/batches?dry_run=true`: what the batch would take, validated
+    /// as a submission but not queued; with prices, also its cost.
+    pub async fn dry_run_batch(
+        &self,
+        batch: &BatchRequest,
+        cost: Option<&CostModel>,
+    ) -> Result<DryRun, ClientError> {
+        self.post_json(&dry_run_path("/v1/batches", cost), batch, None)
+            .await
     }
 
     /// `GET /v1/jobs/{id}`.
@@ -385,6 +408,18 @@ impl Client {
 
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {
         decode(request.send().await?).await
+    }
+}
+
+/// `path?dry_run=true`, with the prices as `cost_local` and `cost_cloud`.
+fn dry_run_path(path: &str, cost: Option<&CostModel>) -> String {
+    match cost.map(CostModel::flags) {
+        Some((local, cloud)) => format!(
+            "{path}?dry_run=true&cost_local={}&cost_cloud={}",
+            encode(&local),
+            encode(&cloud)
+        ),
+        None => format!("{path}?dry_run=true"),
     }
 }
 

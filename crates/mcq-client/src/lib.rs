@@ -21,3 +21,4 @@ mod client;
 
 pub use client::{Client, ClientError};
 pub use mcq_api_types::*;
+pub use mcq_cost::CostModel;

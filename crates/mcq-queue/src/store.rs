@@ -411,6 +411,20 @@ impl Store {
     pub async fn workers(&self) -> Result<Vec<WorkerView>, StoreError> {
         read_again_if_dropped(move || async move { dispatch!(self, q => q.workers().await) }).await
     }
+    /// Succeeded jobs among the `scan` most recently submitted that
+    /// finished within `within`, with their specs and kernel time: how
+    /// fast the fleet has been computing. Bounded by `scan` rows of the
+    /// primary key, whatever the size of the tables.
+    pub async fn recent_compute(
+        &self,
+        scan: u32,
+        within: Duration,
+    ) -> Result<Vec<FinishedCompute>, StoreError> {
+        read_again_if_dropped(move || async move {
+            dispatch!(self, q => q.recent_compute(scan, within).await)
+        })
+        .await
+    }
     /// The queue as a whole: unfinished tasks by state, the age of the
     /// oldest due one, workers by state. A few index reads, whatever the
     /// number of finished jobs.

@@ -221,3 +221,13 @@ impl Heartbeat {
         self.cancelled.is_empty() && self.lost.is_empty()
     }
 }
+
+/// A recently finished job's kernel time, for predictions of what similar
+/// work will take on this fleet.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct FinishedCompute {
+    /// The job's spec as stored (JSON, defaults filled, seed drawn).
+    pub spec: String,
+    /// Kernel time of its tasks, summed, in milliseconds.
+    pub compute_ms: f64,
+}

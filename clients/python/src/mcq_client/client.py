@@ -120,25 +120,7 @@ class Client:
         batch again (after a lost answer, say) returns the first answer and
         enqueues nothing.
         """
-        body: JsonObject
-        if sweep is not None:
-            if jobs is not None and not isinstance(jobs, Mapping):
-                raise TypeError("with sweep, jobs is the base spec: a mapping or None")
-            body = {"sweep": {str(field): list(values) for field, values in sweep.items()}}
-            if jobs is not None:
-                body["spec"] = dict(jobs)
-            if repeat is not None:
-                body["repeat"] = int(repeat)
-        else:
-            if jobs is None or isinstance(jobs, Mapping):
-                raise TypeError("jobs must be a list of specs (or give sweep)")
-            if repeat is not None:
-                raise TypeError("repeat applies to a sweep")
-            body = {"jobs": [dict(spec) for spec in jobs]}
-        if label is not None:
-            body["label"] = label
-        if seed is not None:
-            body["seed"] = int(seed)
+        body = _batch_body(jobs, label, sweep, repeat, seed)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
         response = self._request("POST", "/v1/batches", body=body, headers=headers)
         data = _decode(response)
@@ -147,6 +129,45 @@ class Client:
             job_ids=[str(job_id) for job_id in data["job_ids"]],
             replayed=response.headers.get("idempotent-replayed") == "true",
         )
+
+    def dry_run(
+        self,
+        spec: Mapping[str, Any] | None = None,
+        *,
+        cost_local: float | str | None = None,
+        cost_cloud: float | str | None = None,
+        **fields: Any,
+    ) -> JsonObject:
+        """What :meth:`submit` with the same arguments would queue and take,
+        without queueing anything (``POST /v1/jobs?dry_run=true``): the
+        server's JSON, with ``jobs``, ``tasks``, ``paths``, ``local`` and
+        ``fleet`` predictions, and ``cost`` when both prices are given (as
+        ``mcq bench compare --cost-local/--cost-cloud``: ``0.04`` and
+        ``"0.05,granularity=1min"``). Invalid values raise
+        :class:`ProblemError` exactly as :meth:`submit` would.
+        """
+        body = {**(spec or {}), **fields}
+        params = _dry_run_params(cost_local, cost_cloud)
+        return self._json("POST", "/v1/jobs", params=params, body=body)
+
+    def dry_run_batch(
+        self,
+        jobs: Iterable[Mapping[str, Any]] | Mapping[str, Any] | None,
+        label: str | None = None,
+        sweep: Mapping[str, Iterable[Any]] | None = None,
+        repeat: int | None = None,
+        seed: int | None = None,
+        *,
+        cost_local: float | str | None = None,
+        cost_cloud: float | str | None = None,
+    ) -> JsonObject:
+        """What :meth:`submit_batch` with the same arguments would queue and
+        take, without queueing anything (``POST /v1/batches?dry_run=true``);
+        the answer and the prices as for :meth:`dry_run`.
+        """
+        body = _batch_body(jobs, label, sweep, repeat, seed)
+        params = _dry_run_params(cost_local, cost_cloud)
+        return self._json("POST", "/v1/batches", params=params, body=body)
 
     def summary(self, batch_id: str | uuid.UUID | Batch | BatchStatus) -> JsonObject:
         """The batch's jobs grouped by grid point (``GET
@@ -387,6 +408,49 @@ class Client:
         if response.is_error:
             raise ProblemError.from_response(response)
         return response
+
+
+def _batch_body(
+    jobs: Iterable[Mapping[str, Any]] | Mapping[str, Any] | None,
+    label: str | None,
+    sweep: Mapping[str, Iterable[Any]] | None,
+    repeat: int | None,
+    seed: int | None,
+) -> JsonObject:
+    """The body of ``POST /v1/batches``: listed jobs, or a sweep over a base spec."""
+    body: JsonObject
+    if sweep is not None:
+        if jobs is not None and not isinstance(jobs, Mapping):
+            raise TypeError("with sweep, jobs is the base spec: a mapping or None")
+        body = {"sweep": {str(field): list(values) for field, values in sweep.items()}}
+        if jobs is not None:
+            body["spec"] = dict(jobs)
+        if repeat is not None:
+            body["repeat"] = int(repeat)
+    else:
+        if jobs is None or isinstance(jobs, Mapping):
+            raise TypeError("jobs must be a list of specs (or give sweep)")
+        if repeat is not None:
+            raise TypeError("repeat applies to a sweep")
+        body = {"jobs": [dict(spec) for spec in jobs]}
+    if label is not None:
+        body["label"] = label
+    if seed is not None:
+        body["seed"] = int(seed)
+    return body
+
+
+def _dry_run_params(
+    cost_local: float | str | None, cost_cloud: float | str | None
+) -> dict[str, str]:
+    """The query of a dry run, with its prices when both are given."""
+    params = {"dry_run": "true"}
+    if (cost_local is None) != (cost_cloud is None):
+        raise TypeError("cost_local and cost_cloud go together")
+    if cost_local is not None and cost_cloud is not None:
+        params["cost_local"] = str(cost_local)
+        params["cost_cloud"] = str(cost_cloud)
+    return params
 
 
 def _encode(body: JsonObject) -> bytes:

@@ -13,6 +13,7 @@ mod overview;
 mod pooler;
 mod read;
 mod session;
+mod speed;
 mod submit;
 mod tasks;
 mod tidy;

@@ -12,6 +12,7 @@ mod access;
 mod complete;
 mod overview;
 mod read;
+mod speed;
 mod submit;
 mod tasks;
 mod tidy;

@@ -104,6 +104,7 @@ conformance! {
     overview::queue_depth_counts_unfinished_tasks_by_state,
     overview::workers_show_state_held_tasks_and_throughput,
     overview::a_silent_worker_is_listed_as_lost,
+    overview::recent_compute_reads_finished_jobs_within_its_bounds,
     schema::schema_status_follows_the_migrations,
     races::cancels_race_completions_without_errors,
     phases::a_single_job_records_its_phases_in_order,

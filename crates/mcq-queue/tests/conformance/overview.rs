@@ -285,3 +285,43 @@ pub(crate) async fn a_silent_worker_is_listed_as_lost(db: &Db) {
     }
     assert_eq!(store.queue().await.expect("queue").workers.lost, 1);
 }
+
+pub(crate) async fn recent_compute_reads_finished_jobs_within_its_bounds(db: &Db) {
+    let store = db.default_store().await;
+    let w = worker(&store).await;
+    submit(&store, batch(3)).await;
+    let done = crate::harness::drain(&store, w).await;
+    assert_eq!(done.len(), 3);
+    // Newer work that has not run is no history.
+    submit(&store, batch(2)).await;
+    let recent = store
+        .recent_compute(100, Duration::from_secs(600))
+        .await
+        .expect("recent compute");
+    assert_eq!(recent.len(), 3, "{recent:?}");
+    let mut seeds: Vec<u64> = recent
+        .iter()
+        .map(|finished| {
+            // `compute` reports 0.25 ms for every task, one task per job.
+            assert_eq!(finished.compute_ms, 0.25, "{finished:?}");
+            let spec: mcq_kernel::Spec =
+                serde_json::from_str(&finished.spec).expect("a stored spec");
+            assert_eq!(spec.runs, Some(1000));
+            spec.seed.expect("a seed")
+        })
+        .collect();
+    seeds.sort_unstable();
+    assert_eq!(seeds, [1, 2, 3]);
+    // The scan reads at most so many of the newest jobs, and the window
+    // ends now.
+    let scanned = store
+        .recent_compute(2, Duration::from_secs(600))
+        .await
+        .expect("recent compute");
+    assert!(scanned.len() <= 2, "{scanned:?}");
+    let none = store
+        .recent_compute(100, Duration::ZERO)
+        .await
+        .expect("recent compute");
+    assert!(none.is_empty(), "{none:?}");
+}

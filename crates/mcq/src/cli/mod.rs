@@ -9,6 +9,7 @@ mod color;
 mod completions;
 mod count;
 mod demo;
+mod dry_run;
 pub(crate) mod exit;
 mod files;
 mod keys;

@@ -1,16 +1,19 @@
 //! `mcq submit`: one job, `--count` copies, or a file of specs, to a server;
-//! `--wait` follows the batch with a progress bar and prints its summary.
+//! `--wait` follows the batch with a progress bar and prints its summary;
+//! `--dry-run` queues nothing and prints what the work would take.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use mcq_client::{Axis, BatchRequest, BatchView, Client, JobState, JobView, Sweep};
+use mcq_bench::{parse_cloud_price, parse_price};
+use mcq_client::{Axis, BatchRequest, BatchView, Client, CostModel, JobState, JobView, Sweep};
 use mcq_kernel::{Greek, Method, OptionKind, Spec, VarianceReduction};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::count::count;
+use super::dry_run::print_dry_run;
 use super::exit::{BadInput, Outcome};
 use super::results::print_summary;
 use super::status::{FOLLOW_REFRESH, print_batch, print_job};
@@ -50,7 +53,22 @@ pub(crate) struct Args {
     /// printed first. Exits 1 if a job failed or was cancelled.
     #[arg(long)]
     wait: bool,
-    /// Print the server's JSON (the final view with --wait).
+    /// Queue nothing: validate exactly as a submission, then print the
+    /// jobs, tasks and paths it would queue and the predicted compute and
+    /// wall time on the server and on its live workers.
+    #[arg(long, conflicts_with_all = ["wait", "quiet", "idempotency_key"])]
+    dry_run: bool,
+    /// With --dry-run: price of a local core-hour, for the cost (needs
+    /// --cost-cloud), as `mcq bench compare --cost-local`.
+    #[arg(long, value_parser = parse_price, requires = "cost_cloud", requires = "dry_run")]
+    cost_local: Option<f64>,
+    /// With --dry-run: price of a cloud core-hour, optionally with billing
+    /// granularity, e.g. 0.05,granularity=1min (1s, 1min or 1h; default
+    /// 1s). Needs --cost-local. As `mcq bench compare --cost-cloud`.
+    #[arg(long, value_parser = parse_cloud_price, requires = "cost_local", requires = "dry_run")]
+    cost_cloud: Option<(f64, f64)>,
+    /// Print the server's JSON (the final view with --wait, the
+    /// prediction with --dry-run).
     #[arg(long, conflicts_with = "quiet")]
     json: bool,
     /// Print only the id (of the job, or of the batch), for scripts:
@@ -156,11 +174,53 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let total = match &sweep {
+        Some(sweep) => sweep
+            .points()
+            .and_then(|n| usize::try_from(n).ok())
+            .map_or(usize::MAX, |n| n.saturating_mul(args.count)),
+        None => specs.len(),
+    };
+    // One job goes as a spec, anything else as a batch of them.
+    let (job, batch) = if single {
+        (specs.into_iter().next(), None)
+    } else {
+        (None, Some(specs))
+    };
+    let batch = batch.map(|jobs| BatchRequest {
+        label: args.label.clone(),
+        priority: None,
+        jobs,
+        seed: base_seed,
+        spec: sweep.is_some().then(|| unseeded.clone()),
+        repeat: sweep
+            .is_some()
+            .then(|| u32::try_from(args.count).unwrap_or(u32::MAX)),
+        sweep: sweep.clone(),
+    });
     runtime.block_on(async {
         let key = args.idempotency_key.as_deref();
-        if single {
+        if args.dry_run {
+            let cost = match (args.cost_local, args.cost_cloud) {
+                (Some(local), Some(cloud)) => Some(CostModel::new(local, cloud)),
+                _ => None,
+            };
+            let answer = match (&job, &batch) {
+                (Some(job), _) => client.dry_run_job(job, cost.as_ref()).await,
+                (None, Some(batch)) => client.dry_run_batch(batch, cost.as_ref()).await,
+                (None, None) => anyhow::bail!("nothing to submit"),
+            }
+            .context("asking for a dry run")?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+            } else {
+                print_dry_run(&answer);
+            }
+            return Ok(Outcome::Done);
+        }
+        if let Some(job) = &job {
             let job = client
-                .submit_job(&specs[0], key)
+                .submit_job(job, key)
                 .await
                 .context("submitting the job")?;
             if args.wait {
@@ -187,23 +247,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
                 Outcome::Done
             });
         }
-        let total = match &sweep {
-            Some(sweep) => sweep
-                .points()
-                .and_then(|n| usize::try_from(n).ok())
-                .map_or(usize::MAX, |n| n.saturating_mul(args.count)),
-            None => specs.len(),
-        };
-        let batch = BatchRequest {
-            label: args.label.clone(),
-            priority: None,
-            jobs: specs,
-            seed: base_seed,
-            spec: sweep.is_some().then(|| unseeded.clone()),
-            repeat: sweep
-                .is_some()
-                .then(|| u32::try_from(args.count).unwrap_or(u32::MAX)),
-            sweep: sweep.clone(),
+        let Some(batch) = batch else {
+            anyhow::bail!("nothing to submit")
         };
         let accepted = client
             .submit_batch(&batch, key)
