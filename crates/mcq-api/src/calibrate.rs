@@ -20,6 +20,8 @@ use mcq_kernel::{CHUNK_PATHS, Method, Spec, ValidSpec, VarianceReduction};
 /// How long a measured speed is used before it is measured again: the
 /// load on the machine changes, and so does what a path costs.
 const KEPT_FOR: Duration = Duration::from_secs(600);
+/// Most Monte Carlo shapes timed within [`KEPT_FOR`]; see the module.
+const MAX_TIMED_SHAPES: usize = 32;
 /// Path-steps of one timed Monte Carlo run.
 const TIMED_PATH_STEPS: u64 = 20_000_000;
 /// Most chunks of one timed Monte Carlo run (16 chunks: 1M paths).
@@ -69,9 +71,15 @@ struct Measured {
     at: Instant,
 }
 
-fn cache() -> &'static Mutex<HashMap<Shape, Measured>> {
-    static CACHE: OnceLock<Mutex<HashMap<Shape, Measured>>> = OnceLock::new();
-    CACHE.get_or_init(Mutex::default)
+/// Measured shapes, and how many Monte Carlo shapes may be timed.
+struct Calibrations {
+    measured: Mutex<HashMap<Shape, Measured>>,
+    budget: usize,
+}
+
+fn global() -> &'static Calibrations {
+    static GLOBAL: OnceLock<Calibrations> = OnceLock::new();
+    GLOBAL.get_or_init(|| Calibrations::new(MAX_TIMED_SHAPES))
 }
 
 /// Milliseconds of one core per unit of `spec`'s shape: per path for
@@ -79,40 +87,85 @@ fn cache() -> &'static Mutex<HashMap<Shape, Measured>> {
 /// its shape and is what gets timed (its prices do not change the cost).
 /// Blocks while timing: call it off the async threads.
 pub(crate) fn ms_per_unit(spec: &ValidSpec) -> f64 {
-    let periods = spec.spec().periods;
-    if spec.spec().method == Method::Exact && periods > MAX_TIMED_EXACT_PERIODS {
-        let timed = Spec {
-            periods: MAX_TIMED_EXACT_PERIODS,
-            ..spec.spec().clone()
-        };
-        // Fewer periods keep a valid spec valid (the overflow guard only
-        // loosens); should it not, the cost is unknown and taken as 0.
-        let Ok(timed) = timed.validate() else {
-            return 0.0;
-        };
-        let half_steps = f64::from(periods - MAX_TIMED_EXACT_PERIODS) / 2.0;
-        return ms_per_unit(&timed) * half_steps.exp2() * f64::from(periods)
-            / f64::from(MAX_TIMED_EXACT_PERIODS);
+    global().ms_per_unit(spec)
+}
+
+impl Calibrations {
+    fn new(budget: usize) -> Calibrations {
+        Calibrations {
+            measured: Mutex::default(),
+            budget,
+        }
     }
-    let shape = Shape::of(spec.spec());
-    let now = Instant::now();
-    // A poisoned cache only lost an entry being written: the map is sound.
-    let cached = cache()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(&shape)
-        .copied();
-    if let Some(measured) = cached.filter(|m| now.duration_since(m.at) < KEPT_FOR) {
-        return measured.ms;
+
+    fn ms_per_unit(&self, spec: &ValidSpec) -> f64 {
+        let periods = spec.spec().periods;
+        if spec.spec().method == Method::Exact && periods > MAX_TIMED_EXACT_PERIODS {
+            let timed = Spec {
+                periods: MAX_TIMED_EXACT_PERIODS,
+                ..spec.spec().clone()
+            };
+            // Fewer periods keep a valid spec valid (the overflow guard only
+            // loosens); should it not, the cost is unknown and taken as 0.
+            let Ok(timed) = timed.validate() else {
+                return 0.0;
+            };
+            let half_steps = f64::from(periods - MAX_TIMED_EXACT_PERIODS) / 2.0;
+            return self.ms_per_unit(&timed) * half_steps.exp2() * f64::from(periods)
+                / f64::from(MAX_TIMED_EXACT_PERIODS);
+        }
+        let shape = Shape::of(spec.spec());
+        let now = Instant::now();
+        {
+            // A poisoned map only lost an entry being written: it is sound.
+            let mut measured = self
+                .measured
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            measured.retain(|_, m| now.duration_since(m.at) < KEPT_FOR);
+            if let Some(m) = measured.get(&shape) {
+                return m.ms;
+            }
+            let timed_mc = measured.keys().filter(|s| s.method == Method::Mc).count();
+            if shape.method == Method::Mc && timed_mc >= self.budget {
+                let nearest = measured
+                    .iter()
+                    .filter(|(s, _)| s.same_but_periods(&shape))
+                    .min_by(|(a, _), (b, _)| {
+                        a.periods_distance(&shape)
+                            .total_cmp(&b.periods_distance(&shape))
+                    });
+                if let Some((s, m)) = nearest {
+                    return m.ms * f64::from(shape.periods) / f64::from(s.periods.max(1));
+                }
+            }
+        }
+        // Two requests may time the same shape at once; both results are
+        // measurements, and the later one is kept.
+        let ms = time(spec);
+        self.measured
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(shape, Measured { ms, at: now });
+        ms
     }
-    // Two requests may time the same shape at once; both results are
-    // measurements, and the later one is kept.
-    let ms = time(spec);
-    cache()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(shape, Measured { ms, at: now });
-    ms
+}
+
+impl Shape {
+    /// The same estimator, method and delta, whatever the periods.
+    fn same_but_periods(&self, other: &Shape) -> bool {
+        Shape {
+            periods: other.periods,
+            ..*self
+        } == *other
+    }
+
+    /// How far apart two shapes' periods are, as a ratio (log scale).
+    fn periods_distance(&self, other: &Shape) -> f64 {
+        (f64::from(self.periods.max(1)) / f64::from(other.periods.max(1)))
+            .ln()
+            .abs()
+    }
 }
 
 /// Times the kernel on `spec`'s shape. Monte Carlo runs on every core at
@@ -224,6 +277,32 @@ mod tests {
         assert!(b > 2.0 * a, "10 periods {a} ms per path, 200 periods {b}");
         // Cached: the same number again, whatever the noise.
         assert_eq!(ms_per_unit(&short), a);
+    }
+
+    #[test]
+    fn past_its_budget_a_new_shape_is_scaled_from_the_nearest_timed_one() {
+        let calibrations = Calibrations::new(1);
+        let at = |periods| {
+            valid(Spec {
+                periods,
+                ..Spec::default()
+            })
+        };
+        let ten = calibrations.ms_per_unit(&at(10));
+        assert!(ten > 0.0);
+        // Not timed: exactly the 10-period cost per step, and not kept.
+        let forty = calibrations.ms_per_unit(&at(40));
+        assert!((forty / ten - 4.0).abs() < 1e-9, "{ten} {forty}");
+        assert_eq!(calibrations.measured.lock().unwrap().len(), 1);
+        // Another estimator has no timed shape to scale from: timed.
+        let antithetic = valid(Spec {
+            periods: 10,
+            variance_reduction: VarianceReduction::Antithetic,
+            ..Spec::default()
+        });
+        assert_ne!(Shape::of(antithetic.spec()), Shape::of(at(10).spec()));
+        assert!(calibrations.ms_per_unit(&antithetic) > 0.0);
+        assert_eq!(calibrations.measured.lock().unwrap().len(), 2);
     }
 
     #[test]
