@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::{FINISHED_CHANNEL, PgQueue};
@@ -33,45 +33,84 @@ FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 /// Where a store's completions leave the keys of the jobs they finished.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Herald {
-    tx: Arc<OnceLock<mpsc::UnboundedSender<BTreeMap<Uuid, i64>>>>,
+    tx: Arc<OnceLock<mpsc::UnboundedSender<Notice>>>,
+}
+
+/// What the herald is handed.
+#[derive(Debug)]
+enum Notice {
+    /// How many jobs finished under each key.
+    Finished(BTreeMap<Uuid, i64>),
+    /// Answered once everything handed before it has been sent.
+    Flush(oneshot::Sender<()>),
 }
 
 impl PgQueue {
     /// Announces, after the commit that finished them, how many jobs
     /// finished under each key. Returns at once; the notification follows.
     pub(super) fn announce_finished(&self, finished: BTreeMap<Uuid, i64>) {
-        if finished.is_empty() {
+        if !finished.is_empty() {
+            self.tell_herald(Notice::Finished(finished));
+        }
+    }
+
+    /// Waits until every announcement handed to the herald so far has
+    /// been sent (or has failed): before the pool closes, so that the
+    /// last results of a worker that stops are announced too.
+    pub(super) async fn announced(&self) {
+        if self.herald.tx.get().is_none() {
             return;
         }
+        let (done, sent) = oneshot::channel();
+        self.tell_herald(Notice::Flush(done));
+        // A herald that ended has nothing left to send.
+        let _ = sent.await;
+    }
+
+    fn tell_herald(&self, notice: Notice) {
         let tx = self.herald.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(proclaim(self.pool.clone(), rx));
             tx
         });
         // The herald ends only with the last sender, so this cannot fail.
-        let _ = tx.send(finished);
+        let _ = tx.send(notice);
     }
 }
 
 /// The herald's loop: one notifying transaction for whatever gathered
 /// since the last. Ends when the store is dropped.
-async fn proclaim(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<BTreeMap<Uuid, i64>>) {
-    while let Some(mut pending) = rx.recv().await {
-        while let Ok(more) = rx.try_recv() {
-            for (key, n) in more {
-                *pending.entry(key).or_insert(0) += n;
+async fn proclaim(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<Notice>) {
+    while let Some(first) = rx.recv().await {
+        let mut pending = BTreeMap::new();
+        let mut flushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(notice) = next {
+            match notice {
+                Notice::Finished(more) => {
+                    for (key, n) in more {
+                        *pending.entry(key).or_insert(0) += n;
+                    }
+                }
+                Notice::Flush(done) => flushes.push(done),
+            }
+            next = rx.try_recv().ok();
+        }
+        if !pending.is_empty() {
+            let (keys, counts): (Vec<Uuid>, Vec<i64>) = pending.into_iter().unzip();
+            let sent = sqlx::query(NOTIFY)
+                .bind(FINISHED_CHANNEL)
+                .bind(&keys)
+                .bind(&counts)
+                .execute(&pool)
+                .await;
+            if let Err(err) = sent {
+                // Waiters re-read on their own schedule; nothing is lost.
+                tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
             }
         }
-        let (keys, counts): (Vec<Uuid>, Vec<i64>) = pending.into_iter().unzip();
-        let sent = sqlx::query(NOTIFY)
-            .bind(FINISHED_CHANNEL)
-            .bind(&keys)
-            .bind(&counts)
-            .execute(&pool)
-            .await;
-        if let Err(err) = sent {
-            // Waiters re-read on their own schedule; nothing is lost.
-            tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
+        for done in flushes {
+            let _ = done.send(());
         }
     }
 }
@@ -186,6 +225,8 @@ mod on_postgres {
             .await
             .expect("marker");
         assert_eq!(next(&mut listener).await, "marker");
+        // Back to the pool, which waits for its connections when it closes.
+        drop(conn);
 
         // The store's two completions announce what they finished.
         let claimed_more = q
@@ -202,6 +243,9 @@ mod on_postgres {
                 .expect("complete")
                 .is_empty()
         );
+        // Closed at once, as a stopping worker's store is: the last
+        // announcement still goes out before the pool closes.
+        q.close().await;
         assert_eq!(next(&mut listener).await, format!("{batch}:1"));
     }
 }

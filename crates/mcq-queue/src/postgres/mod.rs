@@ -191,8 +191,9 @@ impl PgQueue {
         Ok(())
     }
 
-    /// Closes the pool.
+    /// Closes the pool, once the announcements of finished jobs are out.
     pub(crate) async fn close(&self) {
+        self.announced().await;
         self.pool.close().await;
     }
 
