@@ -74,11 +74,16 @@ async fn keys_are_required_once_one_exists(t: &TestApp) {
     send(t, "POST", "/v1/jobs", None, Some(&json!({"runs": 1000})))
         .await
         .assert_problem(401, "/problems/unauthorized");
+    // Alice's key with its last character changed (to another one: a
+    // key that already ends in 0 would otherwise stay itself).
+    let (head, last) = alice.split_at(alice.len() - 1);
+    let altered = format!("{head}{}", if last == "0" { "1" } else { "0" });
+    assert_ne!(altered, alice);
     for bad in [
         "mcq_0000000000000000_0000000000000000000000000000000000000000000000000000000000000000",
         "not-a-key",
         &alice.replace("mcq_", "mcx_"),
-        &format!("{}0", &alice[..alice.len() - 1]),
+        &altered,
     ] {
         let answer = send(
             t,
