@@ -8,7 +8,9 @@
 //! still locked. So a completion only returns the announcement key of each
 //! job it finished (`mcq_complete`), and the store hands the keys to its
 //! herald, which notifies in a transaction of its own that does not wait for
-//! the disk. An announcement is a hint (`crate::finished`): one lost in a
+//! the disk. Jobs that end otherwise (a last failed attempt, one the
+//! reaper fails, a cancellation) are announced the same way, after the
+//! commit that ended them. An announcement is a hint (`crate::finished`): one lost in a
 //! crash costs a waiter a re-read on its own schedule, never a result.
 //!
 //! The herald is one task per store. While one notification is in flight,
@@ -154,18 +156,9 @@ mod on_postgres {
         note.payload().to_owned()
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_completion_notifies_after_its_commit_not_within_it() {
-        let Some(db) = mcq_testdb::postgres().await else {
-            return;
-        };
-        let q = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
-            .await
-            .expect("connect");
-        q.migrate().await.expect("migrate");
-        let mut listener = PgListener::connect(&db.url).await.expect("listener");
-        listener.listen(FINISHED_CHANNEL).await.expect("LISTEN");
-        let jobs = (1..=3)
+    /// A batch of `n` small jobs; its id.
+    async fn submit_batch(q: &PgQueue, n: u64) -> Uuid {
+        let jobs = (1..=n)
             .map(|seed| {
                 Spec {
                     runs: Some(1000),
@@ -187,13 +180,88 @@ mod on_postgres {
             priority: 0,
         };
         let batch = q.submit(submission, None).await.expect("submit").batch_id;
-        let batch = batch.expect("a batch");
+        batch.expect("a batch")
+    }
+
+    async fn register(q: &PgQueue) -> Uuid {
         let info = WorkerInfo {
             hostname: "test-host".into(),
             pid: std::process::id(),
             concurrency: 3,
         };
-        let w = q.register_worker(info).await.expect("register");
+        q.register_worker(info).await.expect("register")
+    }
+
+    /// Jobs that end without a result are announced by the herald too: a
+    /// last failed attempt, and a batch's cancellation. Nothing else hands
+    /// this store's herald anything, so it has been started only if they
+    /// went through it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failures_and_cancellations_are_announced_after_their_commit() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let config = QueueConfig {
+            max_attempts: 1,
+            ..QueueConfig::default()
+        };
+        let q = PgQueue::connect(&db.url, Arc::new(config))
+            .await
+            .expect("connect");
+        q.migrate().await.expect("migrate");
+        let mut listener = PgListener::connect(&db.url).await.expect("listener");
+        listener.listen(FINISHED_CHANNEL).await.expect("LISTEN");
+        let batch = submit_batch(&q, 3).await;
+        let w = register(&q).await;
+        let claimed = q.claim(w, 1).await.expect("claim").tasks;
+        assert_eq!(claimed.len(), 1);
+        assert!(
+            q.herald.tx.get().is_none(),
+            "a claim hands the herald nothing"
+        );
+
+        let task = &claimed[0];
+        let failed = q
+            .fail(w, task.task_id, task.lease_token, "boom")
+            .await
+            .expect("fail");
+        assert!(failed, "the lease was held");
+        assert!(
+            q.herald.tx.get().is_some(),
+            "the failure went to the herald"
+        );
+        assert_eq!(next(&mut listener).await, format!("{batch}:1"));
+
+        let other = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        let cancelled = other
+            .cancel_batch(batch, crate::Scope::All)
+            .await
+            .expect("cancel");
+        assert_eq!(cancelled, Some(2));
+        assert!(
+            other.herald.tx.get().is_some(),
+            "the cancellation went to the herald"
+        );
+        assert_eq!(next(&mut listener).await, format!("{batch}:2"));
+        other.close().await;
+        q.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_completion_notifies_after_its_commit_not_within_it() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        q.migrate().await.expect("migrate");
+        let mut listener = PgListener::connect(&db.url).await.expect("listener");
+        listener.listen(FINISHED_CHANNEL).await.expect("LISTEN");
+        let batch = submit_batch(&q, 3).await;
+        let w = register(&q).await;
         let claimed = q.claim(w, 2).await.expect("claim").tasks;
         assert_eq!(claimed.len(), 2);
 

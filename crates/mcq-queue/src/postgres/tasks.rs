@@ -11,7 +11,7 @@ use sqlx::Row as _;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
-use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
+use super::{CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{Claim, ClaimedTask, Heartbeat, Reaped, WorkerPulse};
@@ -70,13 +70,6 @@ WITH expired AS (
 SELECT id, job_id, error FROM failed
 UNION ALL
 SELECT id, NULL, NULL FROM requeued";
-
-/// Tells long polls (through `LISTEN`, after commit) which batches, or
-/// jobs without a batch, had how many jobs finish: one notification per
-/// key, payload `key:count`.
-const ANNOUNCE: &str = "
-SELECT pg_notify($1, t.k::text || ':' || t.n)
-FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 
 /// Heartbeat, step 1: marks the worker alive and reads what the presented
 /// tasks are now, by primary key. Whether each row still carries the token
@@ -256,9 +249,11 @@ impl PgQueue {
                 None => reaped.requeued += 1,
             }
         }
-        if !jobs.is_empty() {
-            fail_jobs(&mut tx, &jobs, &errors).await?;
-        }
+        let finished = if jobs.is_empty() {
+            BTreeMap::new()
+        } else {
+            fail_jobs(&mut tx, &jobs, &errors).await?
+        };
         if reaped.requeued > 0 {
             sqlx::query("SELECT pg_notify($1, '')")
                 .bind(CHANNEL)
@@ -266,6 +261,7 @@ impl PgQueue {
                 .await?;
         }
         tx.commit().await?;
+        self.announce_finished(finished);
         if reaped.requeued > 0 {
             self.wake_own_workers();
         }
@@ -311,8 +307,9 @@ impl PgQueue {
         let Some(row) = row else { return Ok(false) };
         let job_id: Uuid = row.try_get("job_id")?;
         let state: String = row.try_get("state")?;
+        let mut finished = BTreeMap::new();
         if state == "failed" {
-            fail_jobs(&mut tx, &[job_id], &[error.to_owned()]).await?;
+            finished = fail_jobs(&mut tx, &[job_id], &[error.to_owned()]).await?;
         } else {
             requeue_jobs(&mut tx, &[job_id], &[task_id], 0).await?;
             sqlx::query("SELECT pg_notify($1, '')")
@@ -321,6 +318,7 @@ impl PgQueue {
                 .await?;
         }
         tx.commit().await?;
+        self.announce_finished(finished);
         if state != "failed" {
             self.wake_own_workers();
         }
@@ -422,33 +420,17 @@ pub(super) fn contended<'a>(rows: impl IntoIterator<Item = &'a PgRow>) -> Result
     Ok(false)
 }
 
-/// Sends the finished-work notifications within `tx` (delivered when it
-/// commits): per key (batch id, or job id), how many of its jobs finished.
-pub(super) async fn announce(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    finished: &BTreeMap<Uuid, i64>,
-) -> Result<(), StoreError> {
-    if !finished.is_empty() {
-        let (keys, counts): (Vec<Uuid>, Vec<i64>) = finished.iter().map(|(k, n)| (*k, *n)).unzip();
-        sqlx::query(ANNOUNCE)
-            .bind(FINISHED_CHANNEL)
-            .bind(keys)
-            .bind(counts)
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
 /// Jobs whose task failed for good: they fail with its error, and their
 /// other unfinished tasks are cancelled (tasks, then jobs, each in id
 /// order: the lock order of completions). Running siblings keep their token:
-/// the next heartbeat of their worker tells it to stop.
+/// the next heartbeat of their worker tells it to stop. Returns how many
+/// jobs failed per announcement key, for the caller to announce once it has
+/// committed (`herald.rs`).
 async fn fail_jobs(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     jobs: &[Uuid],
     errors: &[String],
-) -> Result<(), StoreError> {
+) -> Result<BTreeMap<Uuid, i64>, StoreError> {
     sqlx::query(
         "UPDATE tasks SET state = 'cancelled', finished_at = now()
          WHERE id = ANY(ARRAY(
@@ -469,7 +451,7 @@ async fn fail_jobs(
     .bind(errors)
     .fetch_all(&mut **tx)
     .await?;
-    announce(tx, &count_keys(keys)).await
+    Ok(count_keys(keys))
 }
 
 /// How many times each key occurs.

@@ -75,7 +75,6 @@ impl PgQueue {
         .bind(scope.tenant())
         .fetch_optional(&mut *tx)
         .await?;
-        super::tasks::announce(&mut tx, &super::tasks::count_keys(key)).await?;
         let state: Option<String> = sqlx::query_scalar(
             "SELECT state FROM jobs WHERE id = $1 AND ($2::int IS NULL OR tenant_id = $2)",
         )
@@ -84,6 +83,7 @@ impl PgQueue {
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.announce_finished(super::tasks::count_keys(key));
         state.as_deref().map(plan::parse_state).transpose()
     }
 
@@ -134,11 +134,10 @@ impl PgQueue {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        if cancelled > 0 {
-            let finished = [(id, i64::try_from(cancelled).unwrap_or(i64::MAX))].into();
-            super::tasks::announce(&mut tx, &finished).await?;
-        }
         tx.commit().await?;
+        if cancelled > 0 {
+            self.announce_finished([(id, i64::try_from(cancelled).unwrap_or(i64::MAX))].into());
+        }
         Ok(Some(cancelled))
     }
 
