@@ -130,7 +130,7 @@ mod on_postgres {
     use uuid::Uuid;
 
     use super::FINISHED_CHANNEL;
-    use crate::postgres::PgQueue;
+    use crate::postgres::{PgQueue, migrated};
     use crate::store::QueueConfig;
     use crate::types::{ClaimedTask, Submission, TaskDone, TaskOutput, WorkerInfo};
 
@@ -146,6 +146,13 @@ mod on_postgres {
             compute_ms: 0.5,
             compute_span: None,
         }
+    }
+
+    /// A connection listening to the finished-work announcements.
+    async fn finished_listener(url: &str) -> PgListener {
+        let mut listener = PgListener::connect(url).await.expect("listener");
+        listener.listen(FINISHED_CHANNEL).await.expect("LISTEN");
+        listener
     }
 
     async fn next(listener: &mut PgListener) -> String {
@@ -205,12 +212,8 @@ mod on_postgres {
             max_attempts: 1,
             ..QueueConfig::default()
         };
-        let q = PgQueue::connect(&db.url, Arc::new(config))
-            .await
-            .expect("connect");
-        q.migrate().await.expect("migrate");
-        let mut listener = PgListener::connect(&db.url).await.expect("listener");
-        listener.listen(FINISHED_CHANNEL).await.expect("LISTEN");
+        let q = migrated(&db.url, config).await;
+        let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 3).await;
         let w = register(&q).await;
         let claimed = q.claim(w, 1).await.expect("claim").tasks;
@@ -254,12 +257,8 @@ mod on_postgres {
         let Some(db) = mcq_testdb::postgres().await else {
             return;
         };
-        let q = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
-            .await
-            .expect("connect");
-        q.migrate().await.expect("migrate");
-        let mut listener = PgListener::connect(&db.url).await.expect("listener");
-        listener.listen(FINISHED_CHANNEL).await.expect("LISTEN");
+        let q = migrated(&db.url, QueueConfig::default()).await;
+        let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 3).await;
         let w = register(&q).await;
         let claimed = q.claim(w, 2).await.expect("claim").tasks;

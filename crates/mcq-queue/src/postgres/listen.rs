@@ -290,7 +290,6 @@ async fn subscribe(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Err
 /// process waits, and a busy store asks its heartbeat for idle peers.
 #[cfg(test)]
 mod on_postgres {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use uuid::Uuid;
@@ -323,10 +322,7 @@ mod on_postgres {
         let Some(db) = mcq_testdb::postgres().await else {
             return;
         };
-        let q = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
-            .await
-            .expect("connect");
-        q.migrate().await.expect("migrate");
+        let q = super::super::migrated(&db.url, QueueConfig::default()).await;
         // Subscribed, but nobody waits: a busy worker, a server with no
         // long poll open.
         let mut work = q.work_events();

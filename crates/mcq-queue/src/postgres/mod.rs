@@ -212,6 +212,16 @@ impl PgQueue {
 
 /// Tests' view of the server: backends of this database whose last
 /// statement was a `LISTEN`.
+/// A store on `url` under `config`, its schema migrated.
+#[cfg(test)]
+async fn migrated(url: &str, config: QueueConfig) -> PgQueue {
+    let q = PgQueue::connect(url, std::sync::Arc::new(config))
+        .await
+        .expect("connect");
+    q.migrate().await.expect("migrate");
+    q
+}
+
 #[cfg(test)]
 async fn listening_backends(q: &PgQueue) -> i64 {
     sqlx::query_scalar(

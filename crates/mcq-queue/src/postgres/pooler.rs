@@ -138,10 +138,7 @@ mod on_postgres {
         let Some(db) = mcq_testdb::postgres().await else {
             return;
         };
-        let session = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
-            .await
-            .expect("connect");
-        session.migrate().await.expect("migrate");
+        let session = super::super::migrated(&db.url, QueueConfig::default()).await;
         let config = QueueConfig {
             pool_mode: PoolMode::Transaction,
             ..QueueConfig::default()
