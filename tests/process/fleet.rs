@@ -69,19 +69,31 @@ async fn several_workers_compute_a_batch_exactly_like_one_process() -> anyhow::R
         );
         assert_eq!(job.attempts, 1, "job {} was retried", job.id);
     }
-    // Every worker is still up and listed.
-    let listed = store.workers().await?;
-    assert_eq!(
-        listed.len(),
-        workers.len(),
-        "all workers registered: {listed:?}"
-    );
-    let done: u64 = listed.iter().map(|w| w.tasks_done).sum();
+    // Every worker is still up and listed, and once each has marked itself
+    // idle (or sent a heartbeat) its counters hold every task it completed.
     let expected_tasks: u64 = jobs.iter().map(|j| u64::from(j.tasks.claims)).sum();
-    assert_eq!(
-        done, expected_tasks,
-        "the workers' task counters add up to the tasks"
-    );
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let listed = store.workers().await?;
+        assert_eq!(
+            listed.len(),
+            workers.len(),
+            "all workers registered: {listed:?}"
+        );
+        let done: u64 = listed.iter().map(|w| w.tasks_done).sum();
+        assert!(
+            done <= expected_tasks,
+            "the workers counted {done} tasks of {expected_tasks}: {listed:?}"
+        );
+        if done == expected_tasks {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the workers' task counters add up to {done}, not {expected_tasks}: {listed:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     Ok(())
 }
 

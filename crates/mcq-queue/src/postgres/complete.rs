@@ -1,19 +1,25 @@
-//! Completion: one call of `mcq_complete` (functions/mcq_complete.sql)
-//! records any mix of finished tasks, fenced, in one statement and one
-//! transaction, so no transaction of a worker holds a lock across a round
-//! trip. A call whose partials finish a split job gets the job's partials
-//! back with one of its tasks still held; the kernel's merge runs here,
-//! and a second call completes that task with the job's result. The jobs
-//! a call finishes are announced after it commits (`herald.rs`).
+//! Completion: one call records finished tasks, fenced, in one statement
+//! and one transaction, so no transaction of a worker holds a lock across
+//! a round trip. Tasks that bring their job's result, a few at a time (the
+//! common case), go to `mcq_record` (functions/mcq_record.sql), one SQL
+//! statement that leaves the worker's row to its heartbeat (`tally.rs`);
+//! calls with partials, and large ones, go to `mcq_complete`
+//! (functions/mcq_complete.sql). A call whose partials finish a split job
+//! gets the job's partials back with one of its tasks still held; the
+//! kernel's merge runs here, and a second call completes that task with
+//! the job's result. The jobs a call finishes are announced after it
+//! commits (`herald.rs`).
 
 use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow, Postgres};
+use sqlx::query::Query;
 use uuid::Uuid;
 
 use super::PgQueue;
+use super::tally::Counts;
 use super::tasks::{claimed_tasks, contended};
 use crate::plan;
 use crate::store::StoreError;
@@ -31,6 +37,25 @@ const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, atte
                                   chunk_start, chunk_end, spec \
                                   FROM mcq_complete_and_claim($1, $2, $3, $4, $5, $6, $7, $8, \
                                   $9, $10, $11)";
+
+/// Records tasks that bring their job's result in one statement
+/// (functions/mcq_record.sql): a row per accepted task, with the
+/// announcement key of the job it finished.
+const RECORD: &str = "SELECT accepted, job_id FROM mcq_record($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/// [`RECORD`], then a claim, in one transaction
+/// (functions/mcq_record_and_claim.sql); rows as [`COMPLETE_AND_CLAIM`].
+const RECORD_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
+                                chunk_start, chunk_end, spec \
+                                FROM mcq_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, \
+                                $9, $10)";
+
+/// The most tasks one call of `mcq_record` takes. It meets the accepted
+/// rows with their inputs and jobs in joins that may be nested loops,
+/// quadratic in the call's size; past this, `mcq_complete`'s loop over
+/// sorted arrays is cheaper. One-slot workers complete one task a call,
+/// and a worker of a few slots a few.
+const RECORD_MAX: usize = 64;
 
 impl PgQueue {
     /// Fenced completion of any mix of whole-job and split tasks; a job's
@@ -62,7 +87,8 @@ impl PgQueue {
 
     /// Records `done` as [`PgQueue::complete`] does, then claims up to
     /// `max` tasks: the results go with the claim in one call
-    /// (`mcq_complete_and_claim`); partials are recorded first by a call of
+    /// (`mcq_record_and_claim`, or `mcq_complete_and_claim` past
+    /// [`RECORD_MAX`] of them); partials are recorded first by a call of
     /// their own, and the results of the split jobs they finish go with
     /// the claim.
     pub(crate) async fn complete_and_claim(
@@ -85,32 +111,36 @@ impl PgQueue {
             );
         }
         let input = Input::of(&results)?;
-        let rows = sqlx::query(COMPLETE_AND_CLAIM)
-            .bind(worker)
-            .bind(&input.ids)
-            .bind(&input.tokens)
-            .bind(&input.ms)
-            .bind(&input.started)
-            .bind(&input.finished)
-            .bind(&input.results)
-            .bind(&input.prices)
-            // No channel: the finished jobs are announced after the commit.
-            .bind(None::<&str>)
+        // No channel for `mcq_complete_and_claim`: the finished jobs are
+        // announced after the commit.
+        let recorded = input.ids.len() <= RECORD_MAX;
+        let query = input.bind(
+            sqlx::query(if recorded {
+                RECORD_AND_CLAIM
+            } else {
+                COMPLETE_AND_CLAIM
+            }),
+            worker,
+        );
+        let query = if recorded {
+            query
+        } else {
+            query.bind(None::<&str>)
+        };
+        let rows = query
             .bind(i64::from(max))
             .bind(self.lease_secs())
             .fetch_all(&mut *self.conn().await?)
             .await?;
+        let mut counts = Counts::default();
         let mut claim_rows = Vec::with_capacity(rows.len());
         for row in &rows {
-            match row.try_get::<Option<i64>, _>("accepted")? {
-                Some(id) => {
-                    accepted.insert(id);
-                    if let Some(key) = row.try_get::<Option<Uuid>, _>("job_id")? {
-                        *finished.entry(key).or_insert(0) += 1;
-                    }
-                }
-                None => claim_rows.push(row),
+            if !note_accepted(row, &mut accepted, &mut finished, &mut counts)? {
+                claim_rows.push(row);
             }
+        }
+        if recorded {
+            self.tally.add(worker, counts);
         }
         self.announce_finished(finished);
         Ok(CompletedAndClaimed {
@@ -120,11 +150,11 @@ impl PgQueue {
         })
     }
 
-    /// One call of `mcq_complete`: adds the accepted task ids to
-    /// `accepted`, counts the jobs it finished per announcement key in
-    /// `finished`, and returns, for each split job whose partials it
-    /// completed, its held task bringing the job's result, to be recorded
-    /// by another call.
+    /// One call of `mcq_record` (a few results) or `mcq_complete`: adds
+    /// the accepted task ids to `accepted`, counts the jobs it finished per
+    /// announcement key in `finished`, and returns, for each split job
+    /// whose partials it completed, its held task bringing the job's
+    /// result, to be recorded by another call.
     async fn record(
         &self,
         worker: Uuid,
@@ -133,33 +163,56 @@ impl PgQueue {
         finished: &mut BTreeMap<Uuid, i64>,
     ) -> Result<Vec<TaskDone>, StoreError> {
         let input = Input::of(done)?;
-        let rows = sqlx::query(COMPLETE)
-            .bind(worker)
-            .bind(&input.ids)
-            .bind(&input.tokens)
-            .bind(&input.ms)
-            .bind(&input.started)
-            .bind(&input.finished)
-            .bind(&input.results)
-            .bind(&input.prices)
+        if input.partials.is_none() && input.ids.len() <= RECORD_MAX {
+            let rows = input
+                .bind(sqlx::query(RECORD), worker)
+                .fetch_all(&mut *self.conn().await?)
+                .await?;
+            let mut counts = Counts::default();
+            for row in &rows {
+                note_accepted(row, accepted, finished, &mut counts)?;
+            }
+            self.tally.add(worker, counts);
+            return Ok(Vec::new());
+        }
+        let rows = input
+            .bind(sqlx::query(COMPLETE), worker)
             .bind(&input.partials)
             // No channel: the finished jobs are announced after the commit.
             .bind(None::<&str>)
             .fetch_all(&mut *self.conn().await?)
             .await?;
         let mut finishing = Vec::new();
+        // `mcq_complete` counts on the worker's row itself.
+        let mut counted = Counts::default();
         for row in &rows {
-            if let Some(id) = row.try_get::<Option<i64>, _>("accepted")? {
-                accepted.insert(id);
-                if let Some(key) = row.try_get::<Option<Uuid>, _>("job_id")? {
-                    *finished.entry(key).or_insert(0) += 1;
-                }
-            } else {
+            if !note_accepted(row, accepted, finished, &mut counted)? {
                 finishing.push(finished_task(row, done)?);
             }
         }
         Ok(finishing)
     }
+}
+
+/// Notes a row of an accepted task (`accepted` set): its id, and the job
+/// it finished, if any, under the job's announcement key (`job_id`).
+/// False for a row of another kind (a claimed or held task).
+fn note_accepted(
+    row: &PgRow,
+    accepted: &mut HashSet<i64>,
+    finished: &mut BTreeMap<Uuid, i64>,
+    counts: &mut Counts,
+) -> Result<bool, StoreError> {
+    let Some(id) = row.try_get::<Option<i64>, _>("accepted")? else {
+        return Ok(false);
+    };
+    accepted.insert(id);
+    counts.tasks += 1;
+    if let Some(key) = row.try_get::<Option<Uuid>, _>("job_id")? {
+        *finished.entry(key).or_insert(0) += 1;
+        counts.jobs += 1;
+    }
+    Ok(true)
 }
 
 /// The held task of a split job whose other tasks all succeeded, bringing
@@ -212,6 +265,24 @@ struct Input {
 }
 
 impl Input {
+    /// Binds `worker` and the arrays every completion function takes
+    /// first, up to the prices.
+    fn bind<'q>(
+        &'q self,
+        query: Query<'q, Postgres, PgArguments>,
+        worker: Uuid,
+    ) -> Query<'q, Postgres, PgArguments> {
+        query
+            .bind(worker)
+            .bind(&self.ids)
+            .bind(&self.tokens)
+            .bind(&self.ms)
+            .bind(&self.started)
+            .bind(&self.finished)
+            .bind(&self.results)
+            .bind(&self.prices)
+    }
+
     fn of(done: &[TaskDone]) -> Result<Input, StoreError> {
         let mut sorted: Vec<&TaskDone> = done.iter().collect();
         sorted.sort_unstable_by_key(|d| d.task_id);

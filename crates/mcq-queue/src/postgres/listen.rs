@@ -82,17 +82,26 @@ impl PgQueue {
 
     /// Announces on the work channel that `worker` is idle, and marks its
     /// row so, for the peers that hear no announcement (through a
-    /// transaction-mode pool their heartbeats ask; `tasks.rs`).
+    /// transaction-mode pool their heartbeats ask; `tasks.rs`). The mark
+    /// also adds what the store recorded for it to its counters
+    /// (`tally.rs`), so an idle worker's counters are exact.
     pub(crate) async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
+        let counts = self.tally.take(worker);
         sqlx::query(
-            "WITH mark AS (UPDATE workers SET idle_since = now() WHERE id = $3)
+            "WITH mark AS (
+                 UPDATE workers SET idle_since = now(),
+                                    tasks_done = tasks_done + $4, jobs_done = jobs_done + $5
+                 WHERE id = $3)
              SELECT pg_notify($1, $2)",
         )
         .bind(CHANNEL)
         .bind(format!("{IDLE_PREFIX}{worker}"))
         .bind(worker)
+        .bind(counts.tasks)
+        .bind(counts.jobs)
         .execute(&mut *self.conn().await?)
-        .await?;
+        .await
+        .inspect_err(|_| self.tally.add(worker, counts))?;
         Ok(())
     }
 

@@ -15,6 +15,7 @@ mod read;
 mod session;
 mod speed;
 mod submit;
+mod tally;
 mod tasks;
 mod tidy;
 
@@ -71,6 +72,8 @@ pub(crate) struct PgQueue {
     announcer: Announcer,
     /// Notifies, after their commit, of the jobs completions finished.
     herald: herald::Herald,
+    /// Completions recorded for each worker and not yet on its row.
+    tally: tally::Tally,
     /// Stops the finished-work listener when the last clone is dropped.
     finished_listener: Arc<OnceLock<tokio::sync::oneshot::Sender<()>>>,
 }
@@ -145,6 +148,7 @@ impl PgQueue {
             wakeup: Arc::new(listen::Wakeup::default()),
             announcer,
             herald: herald::Herald::default(),
+            tally: tally::Tally::default(),
             finished_listener: Arc::default(),
         })
     }

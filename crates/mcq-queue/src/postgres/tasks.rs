@@ -81,6 +81,9 @@ SELECT id, NULL, NULL FROM requeued";
 /// `due` marks running leases past half their length.
 /// A worker that tells of itself (`$4`, `$5`) also sets its draining flag
 /// and recent throughput; one that does not leaves them as they are.
+/// The heartbeat also adds to the worker's counters what the store's
+/// completions recorded since the last write (`$7` tasks, `$8` jobs;
+/// `tally.rs`).
 /// One that holds tasks clears its idle mark, and, with `$6` (a store
 /// that hears no announcements now: a busy worker, which listens to
 /// nothing, or any worker through a transaction-mode pool), asks for one
@@ -89,6 +92,7 @@ const HEARTBEAT_READ: &str = "
 WITH beat AS (
     UPDATE workers SET last_heartbeat_at = now(), draining = coalesce($4, draining),
                        tasks_last_minute = coalesce($5, tasks_last_minute),
+                       tasks_done = tasks_done + $7, jobs_done = jobs_done + $8,
                        idle_since = CASE WHEN cardinality($2::int8[]) > 0 THEN NULL
                                          ELSE idle_since END
     WHERE id = $1
@@ -154,6 +158,7 @@ impl PgQueue {
         pulse: Option<WorkerPulse>,
     ) -> Result<Heartbeat, StoreError> {
         let ids: Vec<i64> = held.iter().map(|h| h.0).collect();
+        let counts = self.tally.take(worker);
         let rows = sqlx::query(HEARTBEAT_READ)
             .bind(worker)
             .bind(&ids)
@@ -163,8 +168,11 @@ impl PgQueue {
             // A worker that hears no announcement now (busy, so not
             // listening, or through a transaction-mode pool) asks here.
             .bind(!self.hears_work())
+            .bind(counts.tasks)
+            .bind(counts.jobs)
             .fetch_all(&mut *self.conn().await?)
-            .await?;
+            .await
+            .inspect_err(|_| self.tally.add(worker, counts))?;
         let mut now = HashMap::with_capacity(rows.len());
         for row in &rows {
             if let Some(peer) = row.try_get::<Option<Uuid>, _>("idle_peer")? {

@@ -156,6 +156,8 @@ impl PgQueue {
 
     /// Deletes a worker row (its unfinished tasks return once their leases expire).
     pub(crate) async fn deregister(&self, worker: Uuid) -> Result<(), StoreError> {
+        // Its counters go with its row.
+        self.tally.take(worker);
         sqlx::query("DELETE FROM workers WHERE id = $1")
             .bind(worker)
             .execute(&mut *self.conn().await?)

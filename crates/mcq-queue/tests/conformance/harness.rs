@@ -235,8 +235,10 @@ pub(crate) async fn orphans(db: &Db) -> i64 {
     }
 }
 
-/// Tasks and jobs the worker list credits `worker` with.
+/// Tasks and jobs the worker list credits `worker` with after its next
+/// heartbeat (which brings a PostgreSQL worker's counters up to date).
 pub(crate) async fn done_by(store: &Store, worker: Uuid) -> (u64, u64) {
+    store.heartbeat(worker, &[]).await.expect("heartbeat");
     let listed = store
         .workers()
         .await

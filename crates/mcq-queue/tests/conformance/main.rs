@@ -100,6 +100,7 @@ conformance! {
     reads::batch_aggregates_equal_recomputation,
     reads::batch_jobs_pages_in_submission_order,
     reads::workers_are_listed_with_counters_until_deregistered,
+    reads::an_idle_workers_counters_are_exact,
     overview::batches_are_listed_newest_first_filtered_and_paged,
     overview::queue_depth_counts_unfinished_tasks_by_state,
     overview::workers_show_state_held_tasks_and_throughput,

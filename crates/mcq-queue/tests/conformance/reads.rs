@@ -188,6 +188,28 @@ pub(crate) async fn batch_jobs_pages_in_submission_order(db: &Db) {
     );
 }
 
+/// A worker's counters are exact once it has said it is idle, before its
+/// next heartbeat: on PostgreSQL a completion of results leaves the row
+/// to the heartbeat and the idle mark, which add what the store recorded.
+pub(crate) async fn an_idle_workers_counters_are_exact(db: &Db) {
+    let store = db.default_store().await;
+    submit(&store, batch(2)).await;
+    let w = worker(&store).await;
+    let tasks = store.claim(w, 2).await.expect("claim");
+    assert_eq!(tasks.len(), 2);
+    assert!(
+        store
+            .complete(w, tasks.iter().map(compute).collect())
+            .await
+            .expect("complete")
+            .is_empty()
+    );
+    store.announce_idle(w).await.expect("idle mark");
+    let listed = store.workers().await.expect("workers");
+    let me = listed.iter().find(|v| v.id == w).expect("listed");
+    assert_eq!((me.tasks_done, me.jobs_done), (2, 2));
+}
+
 pub(crate) async fn workers_are_listed_with_counters_until_deregistered(db: &Db) {
     let store = db.default_store().await;
     submit(&store, batch(3)).await;

@@ -1,0 +1,36 @@
+-- A completion and the next claim in one round trip: `mcq_record`, then
+-- `mcq_claim`, in one transaction, so a worker about to claim sends the
+-- results it holds along with the claim at no call of its own. Results
+-- only, as `mcq_record` takes: every job it locks was its task's alone, so
+-- no transaction holding one of the claim's jobs can be waiting for it.
+-- `mcq_claim` lets its transaction commit without waiting for the disk;
+-- this one records results, so the caller's commit mode is restored
+-- before returning.
+--
+-- Rows: one per accepted completion (`accepted` set, and `job_id` the
+-- announcement key of the job it finished, as `mcq_record` returns it),
+-- then the claim's rows as `mcq_claim` returns them (`accepted` NULL).
+CREATE FUNCTION mcq_record_and_claim(
+    p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
+    p_started timestamptz[], p_finished timestamptz[],
+    p_results text[], p_prices double precision[],
+    p_max bigint, p_lease_secs double precision)
+RETURNS TABLE (accepted bigint, id bigint, job_id uuid, lease_token uuid, attempt integer,
+               chunk_start bigint, chunk_end bigint, spec text)
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    durability text := current_setting('synchronous_commit');
+BEGIN
+    RETURN QUERY
+    SELECT r.accepted, NULL::bigint, r.job_id, NULL::uuid, NULL::integer, NULL::bigint,
+           NULL::bigint, NULL::text
+    FROM mcq_record(p_worker, p_ids, p_tokens, p_ms, p_started, p_finished, p_results,
+                    p_prices) AS r;
+    RETURN QUERY
+    SELECT NULL::bigint, c.id, c.job_id, c.lease_token, c.attempt, c.chunk_start, c.chunk_end,
+           c.spec
+    FROM mcq_claim(p_worker, p_max, p_lease_secs) AS c;
+    PERFORM set_config('synchronous_commit', durability, true);
+END
+$$;
