@@ -6,12 +6,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use mcq_api_types::BatchView;
 use mcq_kernel::{Spec, ValidSpec};
-use mcq_queue::{QueueConfig, Store, Submission};
+use mcq_queue::{FinishedEvents, QueueConfig, Store, Submission};
 use mcq_worker::hold::Hold;
 use mcq_worker::{Worker, WorkerConfig, WorkerReport};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use super::{ScalePlan, SizeRow, cpu, pickup, visibility};
 use crate::stats::quantile_sorted;
@@ -64,8 +66,14 @@ pub(crate) async fn run_size(
     let shutdown = CancellationToken::new();
     let mut fleet = JoinSet::new();
     let mut holds = Vec::with_capacity(workers);
+    // The database's CPU from here to the end of the warm-up is what
+    // starting the fleet cost it.
+    let start_ticks = database.ticks();
     let queue = QueueConfig {
         pool_size: plan.pool_size,
+        // Every connection opened now, before the clock: a fleet's
+        // connections outlive its tasks, as the minimal queue's do.
+        pool_min: plan.pool_size,
         pool_mode: plan.pool_mode,
         ..QueueConfig::default()
     };
@@ -88,7 +96,15 @@ pub(crate) async fn run_size(
         let token = shutdown.clone();
         fleet.spawn(async move { Worker::new(store, config).run(token).await });
     }
-    let outcome = measure(plan, control, database, workers, tasks, &mut fleet).await;
+    let outcome = measure(
+        plan,
+        control,
+        database,
+        (workers, start_ticks),
+        tasks,
+        &mut fleet,
+    )
+    .await;
     shutdown.cancel();
     let mut reports = WorkerReport::default();
     while let Some(joined) = fleet.join_next().await {
@@ -131,13 +147,14 @@ fn ms_before(origin: Instant, at: Instant) -> f64 {
     -(origin.saturating_duration_since(at).as_secs_f64() * 1e3)
 }
 
-/// Waits for the fleet to register, submits the batch, waits for it to
-/// finish and reads the figures.
+/// Waits for the fleet to register, warms it up, submits the batch, waits
+/// for it to finish and reads the figures. `start_ticks` is the database's
+/// CPU before the fleet connected.
 async fn measure(
     plan: &ScalePlan,
     control: &Store,
     database: Database,
-    workers: usize,
+    (workers, start_ticks): (usize, Option<u64>),
     tasks: u64,
     fleet: &mut JoinSet<anyhow::Result<WorkerReport>>,
 ) -> anyhow::Result<SizeRow> {
@@ -168,23 +185,38 @@ async fn measure(
     let probes = visibility::probes_for(tasks);
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::with_capacity(probes)));
     let mut events = control.finished_events();
+    // Two rounds of the fleet before the clock, with seeds after the
+    // probes': every backend has then run a claim and a completion, so the
+    // batch measures what a task costs a running fleet, not what starting
+    // one costs (its connections, catalogue caches and the plans of the
+    // queue's functions), which is measured apart.
+    let warm_tasks = workers as u64 * u64::from(plan.slots) * 2;
+    let warm_seed = plan.seed + tasks + probes as u64;
+    let warm = (0..warm_tasks)
+        .map(|i| tiny.with_seed(warm_seed + i))
+        .collect();
+    let warm_batch = submit(control, format!("bench scale {workers} warm-up"), warm).await?;
+    let warm_limit = Duration::from_secs_f64(
+        warm_tasks as f64 * plan.task.as_secs_f64() / workers as f64 * 20.0 + 120.0,
+    );
+    wait_done(
+        control,
+        &mut events,
+        warm_batch,
+        (Instant::now(), warm_limit),
+        fleet,
+        &mut None,
+    )
+    .await
+    .context("warming the fleet up")?;
     let db_before = database.ticks();
+    let warm_up_db_ms_per_worker = start_ticks
+        .zip(db_before)
+        .map(|(b, a)| a.saturating_sub(b) as f64 / cpu::ticks_per_second() * 1e3 / workers as f64);
     let own_before = cpu::own_ticks();
     let machine_before = cpu::machine_busy_ticks();
     let started = Instant::now();
-    let submitted = control
-        .submit(Submission {
-            tenant: mcq_queue::DEFAULT_TENANT,
-            priority: 0,
-            as_batch: true,
-            grid: None,
-            label: Some(format!("bench scale {workers}")),
-            jobs,
-            idempotency: None,
-        })
-        .await
-        .context("submitting the synthetic batch")?;
-    let batch = submitted.batch_id.context("a batch has an id")?;
+    let batch = submit(control, format!("bench scale {workers}"), jobs).await?;
     // Spread over the batch's ideal length; the probe's jobs come after
     // the batch's in seed order, so no two jobs share a stream.
     let probe_stop = CancellationToken::new();
@@ -198,29 +230,15 @@ async fn measure(
         probe_stop.clone(),
     ));
     let limit = Duration::from_secs_f64(ideal_ms / 1e3 * 20.0 + 120.0);
-    let view = loop {
-        let view = control
-            .batch(batch, mcq_queue::Scope::All)
-            .await
-            .context("reading the batch")?
-            .context("the batch vanished")?;
-        if view.done {
-            break view;
-        }
-        if started.elapsed() > limit {
-            bail!("{workers} workers did not finish {tasks} tasks within {limit:?}");
-        }
-        if let Some(ended) = fleet.try_join_next() {
-            ended.context("a worker task panicked")??;
-            bail!("a worker stopped during the run");
-        }
-        if let Some(done) = probe.take_if(|p| p.is_finished()) {
-            // A probe that failed says why.
-            done.await.context("the visibility probe panicked")??;
-        }
-        let left = view.total - view.counts.succeeded;
-        events.wait_for(batch, left, Duration::from_secs(1)).await;
-    };
+    let view = wait_done(
+        control,
+        &mut events,
+        batch,
+        (started, limit),
+        fleet,
+        &mut probe,
+    )
+    .await?;
     let wall = started.elapsed().as_secs_f64();
     let db_after = database.ticks();
     // The job in flight is the fleet's to finish; the fleet still runs.
@@ -279,6 +297,7 @@ async fn measure(
                 (a.saturating_sub(b) as f64 / tick - db - own).max(0.0) / wall
             }),
         db_connections: connections,
+        warm_up_db_ms_per_worker,
         refused: 0,
         contended: 0,
         floor_per_s: None,
@@ -287,6 +306,62 @@ async fn measure(
         floor_db_cores: None,
         db_cpu_ratio: None,
     })
+}
+
+/// Submits `jobs` as one batch labelled `label`; returns its id.
+async fn submit(control: &Store, label: String, jobs: Vec<ValidSpec>) -> anyhow::Result<Uuid> {
+    let submitted = control
+        .submit(Submission {
+            tenant: mcq_queue::DEFAULT_TENANT,
+            priority: 0,
+            as_batch: true,
+            grid: None,
+            label: Some(label),
+            jobs,
+            idempotency: None,
+        })
+        .await
+        .context("submitting the synthetic batch")?;
+    submitted.batch_id.context("a batch has an id")
+}
+
+/// Waits until every job of `batch` finished, re-reading it when the
+/// announcements say it may be done, within `limit` of `started`; a
+/// worker or the visibility probe that ends first ends the wait.
+async fn wait_done(
+    control: &Store,
+    events: &mut FinishedEvents,
+    batch: Uuid,
+    (started, limit): (Instant, Duration),
+    fleet: &mut JoinSet<anyhow::Result<WorkerReport>>,
+    probe: &mut Option<JoinHandle<anyhow::Result<()>>>,
+) -> anyhow::Result<BatchView> {
+    loop {
+        let view = control
+            .batch(batch, mcq_queue::Scope::All)
+            .await
+            .context("reading the batch")?
+            .context("the batch vanished")?;
+        if view.done {
+            return Ok(view);
+        }
+        if started.elapsed() > limit {
+            bail!(
+                "the fleet did not finish {} tasks within {limit:?}",
+                view.total
+            );
+        }
+        if let Some(ended) = fleet.try_join_next() {
+            ended.context("a worker task panicked")??;
+            bail!("a worker stopped during the run");
+        }
+        if let Some(done) = probe.take_if(|p| p.is_finished()) {
+            // A probe that failed says why.
+            done.await.context("the visibility probe panicked")??;
+        }
+        let left = view.total - view.counts.succeeded;
+        events.wait_for(batch, left, Duration::from_secs(1)).await;
+    }
 }
 
 /// Client connections the database has open now (this one included).

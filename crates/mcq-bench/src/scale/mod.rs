@@ -112,6 +112,10 @@ pub struct SizeRow {
     pub other_cores: Option<f64>,
     /// Client connections open at the database mid-run.
     pub db_connections: u64,
+    /// Database CPU, per worker, of starting the fleet before the clock:
+    /// its connections and two rounds of tasks (catalogue caches and the
+    /// plans of the queue's functions, per connection), in milliseconds.
+    pub warm_up_db_ms_per_worker: Option<f64>,
     /// Completions refused for a lost lease (a fleet too slow to renew).
     pub refused: u64,
     /// Claims that came back short because the work they passed over was

@@ -88,7 +88,7 @@ fn opt(value: Option<f64>, digits: usize) -> String {
 }
 
 /// The table's rows as cells.
-fn cells(summary: &ScaleSummary) -> Vec<[String; 18]> {
+fn cells(summary: &ScaleSummary) -> Vec<[String; 19]> {
     summary
         .sizes
         .iter()
@@ -112,13 +112,14 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 18]> {
                 opt(r.bench_cores, 2),
                 opt(r.other_cores, 2),
                 r.db_connections.to_string(),
+                opt(r.warm_up_db_ms_per_worker, 1),
                 r.contended.to_string(),
             ]
         })
         .collect()
 }
 
-const HEADERS: [&str; 18] = [
+const HEADERS: [&str; 19] = [
     "workers",
     "tasks",
     "ideal/s",
@@ -136,6 +137,7 @@ const HEADERS: [&str; 18] = [
     "fleet cores",
     "other cores",
     "connections",
+    "warm-up DB ms/worker",
     "contended claims",
 ];
 

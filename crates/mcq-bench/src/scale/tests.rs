@@ -23,6 +23,7 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         bench_cores: Some(0.5),
         other_cores: None,
         db_connections: 10,
+        warm_up_db_ms_per_worker: Some(20.0),
         refused: 0,
         contended: 0,
         floor_per_s: None,
@@ -207,18 +208,48 @@ fn a_small_run_writes_files_that_parse() {
     );
     assert!(report.table.contains("floor µs/task"), "{}", report.table);
     assert!(report.table.contains("visible p99 ms"), "{}", report.table);
-    let left: bool = {
+    assert!(
+        report.table.contains("warm-up DB ms/worker"),
+        "{}",
+        report.table
+    );
+    let (left, warm_ups): (bool, Vec<(String, i64, i64)>) = {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
             use sqlx::Connection;
             let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            sqlx::query_scalar("SELECT to_regclass('mcq_bench_floor') IS NOT NULL")
+            let left = sqlx::query_scalar("SELECT to_regclass('mcq_bench_floor') IS NOT NULL")
                 .fetch_one(&mut conn)
                 .await
-                .unwrap()
+                .unwrap();
+            let warm_ups = sqlx::query_as(
+                "SELECT b.label, count(j.id), count(j.id) FILTER (WHERE j.state = 'succeeded')
+                 FROM batches b JOIN jobs j ON j.batch_id = b.id
+                 WHERE b.label LIKE '%warm-up' GROUP BY b.label ORDER BY b.label",
+            )
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+            (left, warm_ups)
         })
     };
     assert!(!left, "the minimal queue's table is dropped after the run");
+    // Before each size's clock, two tasks per slot ran through its fleet.
+    assert_eq!(
+        warm_ups,
+        [
+            ("bench scale 1 warm-up".to_owned(), 2, 2),
+            ("bench scale 2 warm-up".to_owned(), 4, 4)
+        ]
+    );
+    for row in rows {
+        if row.db_cpu_per_task_us.is_some() {
+            assert!(
+                row.warm_up_db_ms_per_worker.is_some_and(|ms| ms >= 0.0),
+                "{row:?}"
+            );
+        }
+    }
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join(SCALE_JSON)).unwrap())
             .unwrap();
