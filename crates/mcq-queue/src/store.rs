@@ -471,8 +471,9 @@ impl Store {
     }
     /// Reaps as [`Store::reap`] does, if no one (any worker of the fleet)
     /// reaped in the last `gap`; `None` when it was not this caller's turn.
-    /// Workers call this each heartbeat interval with half the interval:
-    /// however many they are, the running tasks are scanned about once an
+    /// Workers make the same offer with each heartbeat, with half the
+    /// interval ([`WorkerPulse::reaper_gap`](crate::WorkerPulse)): however
+    /// many they are, the running tasks are scanned about once an
     /// interval, and a lost lease is ended within its length plus one and
     /// a half intervals.
     pub async fn reap_in_turn(&self, gap: Duration) -> Result<Option<Reaped>, StoreError> {

@@ -88,6 +88,11 @@ pub struct WorkerPulse {
     pub draining: bool,
     /// Tasks whose completion the store accepted in the last minute.
     pub tasks_last_minute: u64,
+    /// With a gap: the heartbeat also offers to take the fleet's reaper
+    /// turn, as [`Store::reap_in_turn`](crate::Store::reap_in_turn) does
+    /// (taken when no worker reaped within the gap), in the same round
+    /// trip; [`Heartbeat::reaper_turn`] answers.
+    pub reaper_gap: Option<std::time::Duration>,
 }
 
 /// A task handed to a worker, valid while its lease is.
@@ -213,6 +218,9 @@ pub struct Heartbeat {
     /// or expired and claimed again elsewhere. Computing them further is
     /// wasted work, and their completion will be refused.
     pub lost: Vec<i64>,
+    /// The worker took the fleet's reaper turn ([`WorkerPulse::reaper_gap`]):
+    /// it should reap now ([`Store::reap`](crate::Store::reap)).
+    pub reaper_turn: bool,
 }
 
 impl Heartbeat {

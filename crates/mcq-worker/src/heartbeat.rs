@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcq_queue::{Store, WorkerPulse};
+use tokio::sync::Notify;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -24,13 +25,15 @@ use crate::held::Held;
 ///
 /// Each heartbeat also tells the store, for the worker list, whether the
 /// worker is draining (`shutdown` cancelled) and how many completions it
-/// had accepted over the last minute.
+/// had accepted over the last minute, and offers to take the fleet's
+/// reaper turn (no worker reaped in the last half interval); a turn taken
+/// wakes [`reap`] through `reaper`.
 pub(crate) async fn renew_leases(
     store: Store,
     worker: Uuid,
     held: Arc<Held>,
     counters: Arc<Counters>,
-    interval: Duration,
+    (interval, reaper): (Duration, Arc<Notify>),
     shutdown: CancellationToken,
     stop: CancellationToken,
 ) {
@@ -49,9 +52,15 @@ pub(crate) async fn renew_leases(
         let pulse = WorkerPulse {
             draining: shutdown.is_cancelled(),
             tasks_last_minute: minute.sample(tokio::time::Instant::now(), counters.completed.get()),
+            // A draining worker reaps no more (its reaper has stopped), so
+            // it leaves the turn to the others.
+            reaper_gap: (!shutdown.is_cancelled()).then_some(interval / 2),
         };
         match store.heartbeat_reporting(worker, &presented, pulse).await {
             Ok(reply) => {
+                if reply.reaper_turn {
+                    reaper.notify_one();
+                }
                 if failing {
                     tracing::info!("heartbeat succeeded again");
                     failing = false;
@@ -113,28 +122,28 @@ impl Throughput {
     }
 }
 
-/// Offers to end expired leases every `interval` until `stop`: requeues
-/// tasks with attempts left, fails those on their last attempt. The fleet
-/// takes turns (`Store::reap_in_turn`): an offer reaps only if no worker
-/// reaped in the last half interval, so the running tasks are scanned
-/// about once an interval however many workers there are. Recovery after
-/// a lost worker takes its lease plus at most one and a half intervals.
+/// Ends expired leases each time `turn` is notified, until `stop`:
+/// requeues tasks with attempts left, fails those on their last attempt.
+/// The fleet takes turns: each heartbeat offers to take the turn, which
+/// it gets only if no worker reaped in the last half interval (the same
+/// rule as `Store::reap_in_turn`, in the heartbeat's round trip), so the
+/// running tasks are scanned about once an interval however many workers
+/// there are. Recovery after a lost worker takes its lease plus at most
+/// one and a half intervals. The reap runs apart from the heartbeat, so a
+/// long scan never delays a renewal.
 pub(crate) async fn reap(
     store: Store,
     counters: Arc<Counters>,
-    interval: Duration,
+    turn: Arc<Notify>,
     stop: CancellationToken,
 ) {
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            _ = ticks.tick() => {}
+            () = turn.notified() => {}
         }
-        match store.reap_in_turn(interval / 2).await {
-            Ok(None) => {}
-            Ok(Some(reaped)) => {
+        match store.reap().await {
+            Ok(reaped) => {
                 counters.rescued.increment(reaped.requeued);
                 counters.expired_failed.increment(reaped.failed);
                 if reaped.requeued > 0 {

@@ -73,6 +73,8 @@ async fn work(
     let counters = Arc::new(Counters::default());
     let background = CancellationToken::new();
     let tracker = TaskTracker::new();
+    // The heartbeat takes the fleet's reaper turn; the reaper then reaps.
+    let reaper_turn = Arc::new(tokio::sync::Notify::new());
     // Spawned tasks start outside any span: each is given the worker's.
     tracker.spawn(
         heartbeat::renew_leases(
@@ -80,7 +82,7 @@ async fn work(
             worker,
             held.clone(),
             counters.clone(),
-            config.heartbeat_interval,
+            (config.heartbeat_interval, reaper_turn.clone()),
             shutdown.clone(),
             background.clone(),
         )
@@ -90,7 +92,7 @@ async fn work(
         heartbeat::reap(
             store.clone(),
             counters.clone(),
-            config.heartbeat_interval,
+            reaper_turn,
             shutdown.clone(),
         )
         .in_current_span(),

@@ -88,8 +88,15 @@ SELECT id, NULL, NULL FROM requeued";
 /// that hears no announcements now: a busy worker, which listens to
 /// nothing, or any worker through a transaction-mode pool), asks for one
 /// live idle peer, returned as a row with only `idle_peer` set.
+/// With `$9` (seconds) it takes the fleet's reaper turn if no worker reaped
+/// within that gap, as `take_reaper_turn` does, and says so in a row with
+/// only `reaper_turn` set: one round trip a heartbeat interval, not two.
 const HEARTBEAT_READ: &str = "
-WITH beat AS (
+WITH turn AS (
+    UPDATE reaper_turn SET reaped_at = now()
+    WHERE $9::float8 IS NOT NULL AND reaped_at <= now() - make_interval(secs => $9)
+    RETURNING true AS taken
+), beat AS (
     UPDATE workers SET last_heartbeat_at = now(), draining = coalesce($4, draining),
                        tasks_last_minute = coalesce($5, tasks_last_minute),
                        tasks_done = tasks_done + $7, jobs_done = jobs_done + $8,
@@ -99,11 +106,13 @@ WITH beat AS (
 )
 SELECT t.id, t.lease_token, t.state = 'running' AS running,
        t.lease_expires_at < now() + make_interval(secs => $3 / 2) AS due,
-       NULL::uuid AS idle_peer
+       NULL::uuid AS idle_peer, NULL::bool AS reaper_turn
 FROM tasks t
 WHERE t.id = ANY($2::int8[])
 UNION ALL
-(SELECT NULL, NULL, NULL, NULL, w.id
+SELECT NULL, NULL, NULL, NULL, NULL, turn.taken FROM turn
+UNION ALL
+(SELECT NULL, NULL, NULL, NULL, w.id, NULL
  FROM workers w
  WHERE $6 AND cardinality($2::int8[]) > 0 AND w.idle_since IS NOT NULL AND w.id <> $1
    AND w.last_heartbeat_at > now() - make_interval(secs => $3)
@@ -170,11 +179,17 @@ impl PgQueue {
             .bind(!self.hears_work())
             .bind(counts.tasks)
             .bind(counts.jobs)
+            .bind(pulse.and_then(|p| p.reaper_gap).map(|g| g.as_secs_f64()))
             .fetch_all(&mut *self.conn().await?)
             .await
             .inspect_err(|_| self.tally.add(worker, counts))?;
         let mut now = HashMap::with_capacity(rows.len());
+        let mut reaper_turn = false;
         for row in &rows {
+            if row.try_get::<Option<bool>, _>("reaper_turn")? == Some(true) {
+                reaper_turn = true;
+                continue;
+            }
             if let Some(peer) = row.try_get::<Option<Uuid>, _>("idle_peer")? {
                 self.tell_idle(peer);
                 continue;
@@ -185,7 +200,10 @@ impl PgQueue {
             let due: Option<bool> = row.try_get("due")?;
             now.insert(id, (token, running, due.unwrap_or(false)));
         }
-        let mut reply = Heartbeat::default();
+        let mut reply = Heartbeat {
+            reaper_turn,
+            ..Heartbeat::default()
+        };
         let (mut renew, mut tell) = (Vec::new(), Vec::new());
         for &(id, token) in held {
             match now.get(&id) {

@@ -251,6 +251,9 @@ impl SqliteQueue {
         tx.commit().await?;
         reply.cancelled.sort_unstable();
         reply.lost.sort_unstable();
+        if let Some(gap) = pulse.and_then(|p| p.reaper_gap) {
+            reply.reaper_turn = self.take_reaper_turn(gap).await?;
+        }
         Ok(reply)
     }
 

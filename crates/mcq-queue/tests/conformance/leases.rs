@@ -4,7 +4,7 @@ use mcq_queue::Scope;
 use std::time::Duration;
 
 use mcq_api_types::JobState;
-use mcq_queue::{QueueConfig, Reaped, TaskOutput};
+use mcq_queue::{QueueConfig, Reaped, TaskOutput, WorkerPulse};
 
 use crate::harness::{Db, batch, compute, done_by, quick, single, submit, whole, worker};
 
@@ -521,4 +521,48 @@ pub(crate) async fn workers_take_turns_to_reap(db: &Db) {
         })
     );
     assert_eq!(store.claim(b, 1).await.expect("claim").len(), 1);
+}
+
+/// A heartbeat that offers (`WorkerPulse::reaper_gap`) takes the fleet's
+/// reaper turn by the same rule as `reap_in_turn`, in its own round trip,
+/// and a turn taken either way counts for the other.
+pub(crate) async fn a_heartbeat_offers_to_take_the_reaper_turn(db: &Db) {
+    let store = db.default_store().await;
+    let w = worker(&store).await;
+    let hour = Duration::from_secs(3600);
+    let offering = |gap| WorkerPulse {
+        draining: false,
+        tasks_last_minute: 0,
+        reaper_gap: gap,
+    };
+    let turn = |gap| {
+        let store = store.clone();
+        async move {
+            store
+                .heartbeat_reporting(w, &[], offering(gap))
+                .await
+                .expect("heartbeat")
+                .reaper_turn
+        }
+    };
+    assert!(!turn(None).await, "no offer, no turn");
+    assert!(
+        turn(Some(hour)).await,
+        "the first offer ever takes the turn"
+    );
+    assert!(!turn(Some(hour)).await, "taken within the hour");
+    assert_eq!(
+        store.reap_in_turn(hour).await.expect("reap"),
+        None,
+        "the heartbeat's turn counts for every offer"
+    );
+    assert!(turn(Some(Duration::ZERO)).await, "past the gap");
+    assert!(
+        store
+            .reap_in_turn(Duration::ZERO)
+            .await
+            .expect("reap")
+            .is_some()
+    );
+    assert!(!turn(Some(hour)).await, "a reap_in_turn counts too");
 }

@@ -202,14 +202,16 @@ pub(crate) async fn cancel_running_job_is_reported_by_heartbeat(db: &Db) {
         store.heartbeat(w, &held).await.expect("heartbeat"),
         Heartbeat {
             cancelled: vec![task.task_id],
-            lost: vec![]
+            lost: vec![],
+            reaper_turn: false,
         }
     );
     assert_eq!(
         store.heartbeat(w, &held).await.expect("heartbeat"),
         Heartbeat {
             cancelled: vec![],
-            lost: vec![task.task_id]
+            lost: vec![task.task_id],
+            reaper_turn: false,
         },
         "told once; afterwards the lease is simply gone"
     );
@@ -275,7 +277,8 @@ pub(crate) async fn cancel_batch_counts_unfinished_jobs(db: &Db) {
         store.heartbeat(w, &held).await.expect("heartbeat"),
         Heartbeat {
             cancelled: vec![tasks[1].task_id],
-            lost: vec![tasks[0].task_id]
+            lost: vec![tasks[0].task_id],
+            reaper_turn: false,
         },
         "the running task is told; the completed one is not held"
     );

@@ -90,6 +90,7 @@ conformance! {
     leases::mixed_completion_records_only_live_leases,
     leases::completion_sent_with_a_claim_is_fenced_and_recorded,
     leases::workers_take_turns_to_reap,
+    leases::a_heartbeat_offers_to_take_the_reaper_turn,
     lifecycle::failure_retries_after_backoff,
     lifecycle::last_attempt_fails_job_and_cancels_siblings,
     lifecycle::cancel_queued_job_leaves_queue,

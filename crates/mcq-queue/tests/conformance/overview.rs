@@ -244,6 +244,7 @@ pub(crate) async fn workers_show_state_held_tasks_and_throughput(db: &Db) {
     let pulse = WorkerPulse {
         draining: true,
         tasks_last_minute: 7,
+        reaper_gap: None,
     };
     let held: Vec<_> = claimed[1..]
         .iter()
