@@ -53,7 +53,20 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
         .find("WITH RECURSIVE q")
         .expect("the tenants statement");
     let end = start + source[start..].find(';').expect("statement end");
-    let tenants = source[start..end].replace(" INTO waiting", "");
+    let tenants = source[start..end].replace("\nINTO waiting, staged_for", "");
+    // Whether the tenant's queued tasks are running low (a walk of at
+    // most 65 entries of the same index).
+    let start = source
+        .find("SELECT 1 FROM tasks t")
+        .expect("the low-water probe");
+    let end = start
+        + source[start..]
+            .find("OFFSET low_water LIMIT 1")
+            .expect("probe end")
+        + "OFFSET low_water LIMIT 1".len();
+    let low = source[start..end]
+        .replace("t.tenant_id = tenant", "t.tenant_id = 0")
+        .replace("OFFSET low_water", "OFFSET 64");
 
     // PL/pgSQL plans the statement for the values of the first calls, then
     // may keep a generic plan that does not know the claim size: both kinds
@@ -81,6 +94,11 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
             .fetch_one(&mut *tx)
             .await
             .expect("explain the claim");
+        let explain = format!("EXPLAIN (FORMAT JSON) {low}");
+        let low_plan: Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+            .fetch_one(&mut *tx)
+            .await
+            .expect("explain the low-water probe");
         let explain = format!("EXPLAIN (FORMAT JSON) {tenants}");
         let tenants_plan: Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
             .fetch_one(&mut *tx)
@@ -90,26 +108,28 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
 
         // Disabled plan nodes cost 10^10 each; the claim's plan must not
         // cross the JIT thresholds because of that.
-        for plan in [&plan, &tenants_plan] {
+        for plan in [&plan, &tenants_plan, &low_plan] {
             assert!(
                 plan[0].get("JIT").is_none(),
                 "{mode}: the claim would be JIT-compiled: {}",
                 plan[0]["JIT"]
             );
         }
-        let nodes = node_types(&plan[0]["Plan"]);
-        assert!(
-            nodes
-                .iter()
-                .any(|n| n.0 == "Index Scan" && n.1 == "tasks_queued"),
-            "{mode}: the claim must walk tasks_queued in order; plan: {nodes:?}"
-        );
-        assert!(
-            !nodes
-                .iter()
-                .any(|n| n.0 == "Sort" || n.0 == "Seq Scan" || n.0.starts_with("Bitmap")),
-            "{mode}: the claim must not read the whole queue; plan: {nodes:?}"
-        );
+        for (what, plan) in [("claim", &plan), ("low-water probe", &low_plan)] {
+            let nodes = node_types(&plan[0]["Plan"]);
+            assert!(
+                nodes
+                    .iter()
+                    .any(|n| n.0.starts_with("Index") && n.1 == "tasks_queued"),
+                "{mode}: the {what} must walk tasks_queued in order; plan: {nodes:?}"
+            );
+            assert!(
+                !nodes
+                    .iter()
+                    .any(|n| n.0 == "Sort" || n.0 == "Seq Scan" || n.0.starts_with("Bitmap")),
+                "{mode}: the {what} must not read the whole queue; plan: {nodes:?}"
+            );
+        }
         let skip = node_types(&tenants_plan[0]["Plan"]);
         assert!(
             skip.iter().any(|n| n.1 == "tasks_queued")

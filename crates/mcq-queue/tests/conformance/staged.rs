@@ -304,3 +304,38 @@ async fn a_small_claim_writes_out_a_share_and_a_held_row_is_reported() {
     assert_eq!(rows(&db).await.0, 0);
     assert_eq!(orphans(&db).await, 0);
 }
+
+/// One-slot claims, one after another, as a fleet makes them: the queued
+/// tasks of a staged batch never run dry while jobs are still staged (a
+/// claim that leaves 64 or fewer writes the next 256 out), and the jobs
+/// still come in batch order. When they ran dry every 256 jobs, each claim
+/// behind the one writing out found nothing and was sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_claims_write_jobs_out_before_the_queued_ones_run_out() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.default_store().await;
+    let submitted = submit(&store, batch(2000)).await;
+    let ids = &submitted.job_ids;
+    let w = worker(&store).await;
+    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    let mut claimed = Vec::new();
+    let mut fewest = i64::MAX;
+    for _ in 0..700 {
+        let tasks = store.claim(w, 1).await.expect("claim");
+        assert_eq!(tasks.len(), 1, "a staged batch has work for every claim");
+        claimed.push(tasks[0].job_id);
+        let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE state = 'queued'")
+            .fetch_one(&pool)
+            .await
+            .expect("count queued tasks");
+        fewest = fewest.min(queued);
+    }
+    assert_eq!(claimed, ids[..700], "claimed in batch order");
+    assert!(
+        fewest >= 32,
+        "the queued tasks fell to {fewest} with jobs still staged"
+    );
+    assert_eq!(rows(&db).await.0, 1, "jobs are still staged");
+}

@@ -26,7 +26,12 @@
 -- claims find queued tasks rather than one staged row taken by one claim
 -- at a time. Larger claims take only what they ask for: they are few,
 -- and each amortises its visit to the row. A staged row held by another
--- claim comes back as a row of NULLs (see `mcq_claim_staged`).
+-- claim comes back as a row of NULLs (see `mcq_claim_staged`). A small
+-- claim that leaves a tenant with staged jobs and at most 64 (a quarter
+-- of the 256) queued tasks writes the next 256 out before it returns, so
+-- the queued tasks do not run dry under a fleet: when they did, every
+-- claim behind the one writing out found nothing, and the fleet spent a
+-- claim and a retry per worker each time.
 --
 -- A function so that its plan cannot depend on statistics, which are stale
 -- exactly when it matters (right after a large submit): sequential scans,
@@ -59,6 +64,7 @@ DECLARE
     due bigint[] := '{}';
     got bigint[];
     waiting integer[];
+    staged_for integer[];
     filled integer[] := '{}';
     n integer;
     turn bigint;
@@ -68,6 +74,7 @@ DECLARE
     taken bigint;
     staged_rows bigint;
     spread bigint := CASE WHEN p_max < 256 THEN 256 ELSE 0 END;
+    low_water bigint := 64;
 BEGIN
 -- Until the end of the calling transaction (a claim is its own).
 PERFORM set_config('synchronous_commit', 'off', true);
@@ -85,8 +92,9 @@ WITH RECURSIVE q AS (
             ORDER BY st.tenant_id LIMIT 1)
     FROM r WHERE r.tenant_id IS NOT NULL
 )
-SELECT array_agg(DISTINCT w.tenant_id) INTO waiting
-FROM (SELECT q.tenant_id FROM q UNION ALL SELECT r.tenant_id FROM r) w
+SELECT array_agg(DISTINCT w.tenant_id), array_agg(DISTINCT w.tenant_id) FILTER (WHERE w.staged)
+INTO waiting, staged_for
+FROM (SELECT q.tenant_id, false AS staged FROM q UNION ALL SELECT r.tenant_id, true FROM r) w
 WHERE w.tenant_id IS NOT NULL;
 n := coalesce(cardinality(waiting), 0);
 IF n = 0 THEN
@@ -120,6 +128,15 @@ FOR pass IN 1 .. 2 LOOP
             GET DIAGNOSTICS staged_rows = ROW_COUNT;
             -- Two rows per job; a row of NULLs, alone, counts none.
             taken := taken + staged_rows / 2;
+        ELSIF spread > 0 AND tenant = ANY(staged_for) AND NOT EXISTS (
+            SELECT 1 FROM tasks t
+            WHERE t.state = 'queued' AND t.tenant_id = tenant AND t.run_at <= now()
+            ORDER BY t.tenant_id, t.priority DESC, t.run_at, t.id
+            OFFSET low_water LIMIT 1
+        ) THEN
+            -- Running low: write the next jobs out now, taking none. A
+            -- staged row held by another claim is being written out.
+            PERFORM 1 FROM mcq_claim_staged(p_worker, tenant, 0, spread, p_lease_secs);
         END IF;
         left_over := left_over - taken;
         IF pass = 1 AND taken = part THEN
