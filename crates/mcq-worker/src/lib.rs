@@ -40,6 +40,11 @@ use std::time::Duration;
 use mcq_queue::Store;
 use tokio_util::sync::CancellationToken;
 
+/// The default [`WorkerConfig::prefetch_window`]: against 100 ms it halves
+/// the calls a busy one-slot worker of 50 ms tasks makes, and the database's
+/// CPU per task falls by about a third (docs/results.md, "Scale").
+pub const DEFAULT_PREFETCH_WINDOW: Duration = Duration::from_millis(200);
+
 /// Knobs of a worker; [`WorkerConfig::default`] is what `mcq worker` runs
 /// without flags.
 #[derive(Debug, Clone)]
@@ -55,7 +60,9 @@ pub struct WorkerConfig {
     /// How much work (by recent task durations) is claimed ahead of free
     /// compute slots. Tiny tasks then arrive hundreds per round trip while
     /// long tasks are never hoarded: with tasks slower than this window only
-    /// free slots are claimed.
+    /// free slots are claimed. The worker claims again once half of it is
+    /// left, and its finished results ride with that claim, so a busy
+    /// worker makes one call per half window of work.
     pub prefetch_window: Duration,
     /// Finished tasks recorded at once when this many wait (and the most
     /// recorded in one call).
@@ -90,7 +97,7 @@ impl Default for WorkerConfig {
             threads: 0,
             heartbeat_interval: Duration::from_secs(1),
             claim_batch: 1000,
-            prefetch_window: Duration::from_millis(100),
+            prefetch_window: DEFAULT_PREFETCH_WINDOW,
             complete_batch: 2000,
             complete_wait: Duration::from_millis(200),
             poll_interval: Duration::from_secs(1),

@@ -61,6 +61,17 @@ pub(crate) struct Rules {
 }
 
 impl Rules {
+    /// The rules of a worker configured by `config` with `slots` slots.
+    pub(crate) fn of(config: &crate::WorkerConfig, slots: usize) -> Rules {
+        Rules {
+            slots,
+            claim_batch: config.claim_batch.max(1),
+            prefetch_window: config.prefetch_window,
+            complete_batch: config.complete_batch.max(1),
+            complete_wait: config.complete_wait,
+        }
+    }
+
     /// Most leases held at once: a claim batch in hand and a completion
     /// batch waiting, and at least one more than the slots. When the
     /// database records slower than the slots compute, the worker stops

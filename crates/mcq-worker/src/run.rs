@@ -124,13 +124,7 @@ async fn work(
     let mut driver = Driver {
         store: store.clone(),
         worker,
-        rules: Rules {
-            slots: concurrency,
-            claim_batch: config.claim_batch.max(1),
-            prefetch_window: config.prefetch_window,
-            complete_batch: config.complete_batch.max(1),
-            complete_wait: config.complete_wait,
-        },
+        rules: Rules::of(&config, concurrency),
         poll_interval: config.poll_interval,
         shutdown_timeout: config.shutdown_timeout,
         held: held.clone(),

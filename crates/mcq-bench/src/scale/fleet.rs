@@ -90,6 +90,7 @@ pub(crate) async fn run_size(
             // coordination; a fleet of hundreds would all prune at once.
             prune_interval: None,
             poll_interval: plan.poll,
+            prefetch_window: plan.prefetch,
             hold: Some(hold),
             ..WorkerConfig::default()
         };

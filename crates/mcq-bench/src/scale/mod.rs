@@ -60,6 +60,8 @@ pub struct ScalePlan {
     /// The workers' longest idle wait for work (what finds new work when
     /// nothing is announced, as through a transaction-mode pool).
     pub poll: Duration,
+    /// Each worker's prefetch window, as `mcq worker --prefetch-ms`.
+    pub prefetch: Duration,
     /// Whether each size also runs the minimal `SKIP LOCKED` queue
     /// (`floor.rs`) beside mcq's fleet, for the CPU per task to read
     /// mcq's against.

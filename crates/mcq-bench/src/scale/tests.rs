@@ -121,6 +121,7 @@ fn sqlite_and_empty_sizes_are_refused_with_what_to_give() {
         fleet_url: None,
         pool_mode: PoolMode::Session,
         poll: Duration::from_secs(1),
+        prefetch: mcq_worker::DEFAULT_PREFETCH_WINDOW,
         floor: true,
     };
     let dir = std::env::temp_dir();
@@ -160,6 +161,7 @@ fn a_small_run_writes_files_that_parse() {
         fleet_url: None,
         pool_mode: PoolMode::Session,
         poll: Duration::from_secs(1),
+        prefetch: mcq_worker::DEFAULT_PREFETCH_WINDOW,
         floor: true,
     };
     let seen = std::sync::Mutex::new(Vec::new());

@@ -774,3 +774,76 @@ fn the_prefetch_follows_the_task_time_and_the_room_covers_the_slots() {
     };
     assert_eq!(tiny.max_held(), 9, "at least one more than the slots");
 }
+
+/// Calls (claims and flushes) per finished task of a busy one-slot worker
+/// of 50 ms tasks under `rules`, in a model of the loop: the queue never
+/// runs dry, calls answer at once, the loop starts a claimed task as soon
+/// as its slot is free, and the task time is known from the start.
+fn calls_per_task(rules: &Rules) -> f64 {
+    let task = 50 * MS;
+    let start = Instant::now();
+    let mut state = State {
+        running: 0,
+        held: 0,
+        ..busy(start)
+    };
+    state.task_ms = Some(50.0);
+    let mut ends_at = None;
+    let (mut calls, mut finished) = (0u32, 0u32);
+    while finished < 200 {
+        if state.running == 0 && state.local > 0 {
+            state.local -= 1;
+            state.running = 1;
+            ends_at = Some(state.now + task);
+        }
+        match decide(&state, rules) {
+            Decision::Claim(n) => {
+                calls += 1;
+                state.held += n - state.pending;
+                state.local += n;
+                (state.pending, state.first_pending) = (0, None);
+            }
+            Decision::Flush => {
+                calls += 1;
+                state.held -= state.pending;
+                (state.pending, state.first_pending) = (0, None);
+            }
+            Decision::Wait { until, .. } => {
+                let end = ends_at.expect("a busy worker waits for its task");
+                let next = until.map_or(end, |u| u.min(end));
+                assert!(next >= state.now, "the loop waits forward");
+                state.now = next;
+                if next == end {
+                    finished += 1;
+                    state.running = 0;
+                    ends_at = None;
+                    state.pending += 1;
+                    state.first_pending.get_or_insert(next);
+                }
+            }
+            other => panic!("a busy worker does not {other:?}"),
+        }
+    }
+    f64::from(calls) / f64::from(finished)
+}
+
+#[test]
+fn a_busy_one_slot_worker_calls_once_per_two_tasks_by_default() {
+    let rules = Rules::of(&crate::WorkerConfig::default(), 1);
+    let by_default = calls_per_task(&rules);
+    assert!(
+        (0.45..=0.6).contains(&by_default),
+        "{by_default} calls per task: the default window holds four 50 ms \
+         tasks and claims two at a time, with the results"
+    );
+    // Half the window claims a task at a time: a call per task.
+    let narrow = Rules {
+        prefetch_window: rules.prefetch_window / 2,
+        ..rules
+    };
+    assert!(
+        calls_per_task(&narrow) >= 0.95,
+        "{}",
+        calls_per_task(&narrow)
+    );
+}

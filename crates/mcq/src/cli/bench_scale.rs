@@ -56,6 +56,10 @@ pub(crate) struct Args {
     /// through a transaction-mode pool it is what finds the batch.
     #[arg(long, default_value = "1s", value_parser = super::worker::poll)]
     poll: Duration,
+    /// The workers' prefetch window in milliseconds, as `mcq worker
+    /// --prefetch-ms` (0 to 10000) [default: the worker's, 200].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    prefetch_ms: Option<u32>,
     /// Emulated link between the workers and the database (a profile or
     /// rtt=…,jitter=…,rate=…,loss=…; see docs/bench.md).
     #[arg(long, value_parser = mcq_bench::parse_link)]
@@ -104,6 +108,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         fleet_url: args.fleet_url.clone(),
         pool_mode: args.db_pool_mode,
         poll: args.poll,
+        prefetch: args
+            .prefetch_ms
+            .map_or(mcq_worker::DEFAULT_PREFETCH_WINDOW, |ms| {
+                Duration::from_millis(u64::from(ms))
+            }),
         floor: !args.no_floor,
     };
     let through = args

@@ -52,6 +52,14 @@ pub(crate) struct Args {
     /// is in flight [default: 200].
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     complete_wait_ms: Option<u32>,
+    /// Work claimed ahead of the free slots, in milliseconds of recent task
+    /// time: a worker claims again once half of it is left, and its
+    /// finished results ride with that claim. Larger windows make fewer,
+    /// larger calls (less database CPU per task) and hold more tasks; tasks
+    /// longer than the window are never claimed ahead; 0 claims only free
+    /// slots [default: 200].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    prefetch_ms: Option<u32>,
     /// Longest wait for new work while idle, when no announcement comes
     /// first: a number with ms or s (`250ms`, `2s`), 10ms to 60s. Through
     /// a transaction-mode pool (`--db-pool-mode transaction`) nothing is
@@ -109,6 +117,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         heartbeat_interval: heartbeat,
         shutdown_timeout: args.shutdown_timeout,
         claim_batch: args.claim_batch as usize,
+        prefetch_window: args.prefetch_ms.map_or(defaults.prefetch_window, |ms| {
+            Duration::from_millis(u64::from(ms))
+        }),
         complete_batch: args.complete_batch as usize,
         complete_wait: args.complete_wait_ms.map_or(defaults.complete_wait, |ms| {
             Duration::from_millis(u64::from(ms))
