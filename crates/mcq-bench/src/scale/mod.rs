@@ -207,6 +207,8 @@ pub struct ScaleSettings {
     pub through_pooler: bool,
     /// The workers' poll, in milliseconds.
     pub poll_ms: f64,
+    /// The workers' prefetch window, in milliseconds.
+    pub prefetch_ms: f64,
     /// Whether the minimal queue ran beside mcq at every size.
     pub floor: bool,
 }
@@ -284,6 +286,7 @@ pub fn scale(
             },
             through_pooler: plan.fleet_url.is_some(),
             poll_ms: plan.poll.as_secs_f64() * 1e3,
+            prefetch_ms: plan.prefetch.as_secs_f64() * 1e3,
             floor: plan.floor,
         },
         sizes: rows,

@@ -199,7 +199,7 @@ fn report(summary: &ScaleSummary, charts: &[String]) -> String {
     out.push_str(&e.markdown_rows());
     let _ = writeln!(
         out,
-        "| settings | sizes {:?}, {} slot(s), {} ms tasks, {} rounds, pool {} per worker ({} mode, {}), poll {} ms, seed {}, minimal queue {} |",
+        "| settings | sizes {:?}, {} slot(s), {} ms tasks, {} rounds, pool {} per worker ({} mode, {}), poll {} ms, prefetch {} ms, seed {}, minimal queue {} |",
         s.sizes,
         s.slots,
         s.task_ms,
@@ -212,6 +212,7 @@ fn report(summary: &ScaleSummary, charts: &[String]) -> String {
             "direct"
         },
         s.poll_ms,
+        s.prefetch_ms,
         s.seed,
         if s.floor {
             "beside each size"

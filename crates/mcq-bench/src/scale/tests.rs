@@ -161,7 +161,7 @@ fn a_small_run_writes_files_that_parse() {
         fleet_url: None,
         pool_mode: PoolMode::Session,
         poll: Duration::from_secs(1),
-        prefetch: mcq_worker::DEFAULT_PREFETCH_WINDOW,
+        prefetch: Duration::from_millis(150),
         floor: true,
     };
     let seen = std::sync::Mutex::new(Vec::new());
@@ -257,6 +257,7 @@ fn a_small_run_writes_files_that_parse() {
             .unwrap();
     assert_eq!(json["sizes"].as_array().unwrap().len(), 2);
     assert_eq!(json["settings"]["task_ms"], 10.0);
+    assert_eq!(json["settings"]["prefetch_ms"], 150.0);
     let mut reader = csv::Reader::from_path(out.path().join(SCALE_CSV)).unwrap();
     assert_eq!(reader.records().count(), 2, "the stale CSV is gone");
     let mut listed: Vec<String> = json["files"]
