@@ -409,9 +409,18 @@ fn one_claim_and_one_flush_at_a_time_and_results_do_not_wait_behind_a_claim() {
             wait(None),
         ),
         (
-            "results while a claim is in flight: flush them beside it",
+            "results while a claim is in flight: they wait for the next claim",
             State {
                 claiming: true,
+                ..waiting.clone()
+            },
+            wait(Some(first + 200 * MS)),
+        ),
+        (
+            "results while a claim is in flight, and T is up: flush them",
+            State {
+                claiming: true,
+                first_pending: Some(now - 200 * MS),
                 ..waiting.clone()
             },
             Decision::Flush,
