@@ -53,11 +53,10 @@ pub(crate) struct Args {
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     complete_wait_ms: Option<u32>,
     /// Work claimed ahead of the free slots, in milliseconds of recent task
-    /// time: a worker claims again once half of it is left, and its
-    /// finished results ride with that claim. Larger windows make fewer,
-    /// larger calls (less database CPU per task) and hold more tasks; tasks
-    /// longer than the window are never claimed ahead; 0 claims only free
-    /// slots [default: 200].
+    /// time per slot: a worker claims again once half of it is left, and
+    /// its finished results ride with that claim. Larger windows make
+    /// fewer, larger calls (less database CPU per task) and hold more
+    /// tasks; 0 claims only free slots [default: 200].
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     prefetch_ms: Option<u32>,
     /// Longest wait for new work while idle, when no announcement comes
