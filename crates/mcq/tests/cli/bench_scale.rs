@@ -51,6 +51,23 @@ fn bad_flags_are_rejected_with_a_clear_message() {
             &["--database-url", "postgres://127.0.0.1:1/x", "--poll", "0"][..],
             "not from 10ms to 60s",
         ),
+        (
+            &[
+                "--database-url",
+                "postgres://127.0.0.1:1/x",
+                "--prefetch-ms",
+                "10001",
+            ][..],
+            "0..=10000",
+        ),
+        (
+            &[
+                "--database-url",
+                "postgres://127.0.0.1:1/x",
+                "--prefetch-ms=-5",
+            ][..],
+            "--prefetch-ms",
+        ),
     ] {
         let output = mcq()
             .args(["bench", "scale"])

@@ -48,6 +48,19 @@ fn worker_refuses_an_out_of_range_completion_wait() {
 }
 
 #[test]
+fn worker_refuses_an_out_of_range_prefetch_window() {
+    for bad in ["10001", "-1", "200ms"] {
+        let flag = format!("--prefetch-ms={bad}");
+        let (code, text) = exit_and_stderr(&["worker", &flag]);
+        assert_eq!(code, Some(2), "{bad}: a usage error");
+        assert!(
+            text.contains("--prefetch-ms"),
+            "{bad}: the message names the flag:\n{text}"
+        );
+    }
+}
+
+#[test]
 fn an_unreachable_database_is_reported_with_its_cause_once() {
     // Nothing listens on port 1 of the loopback: the connection is refused.
     let (code, text) = exit_and_stderr(&[
