@@ -65,8 +65,9 @@ pub struct WorkEvents {
 
 impl WorkEvents {
     /// Returns once work may be waiting — at once if a signal came since
-    /// this subscription last returned — or after `timeout`.
-    pub async fn wait(&mut self, timeout: Duration) {
+    /// this subscription last returned — or after `timeout`; true when a
+    /// signal ended the wait.
+    pub async fn wait(&mut self, timeout: Duration) -> bool {
         // Only a worker waiting for work needs other processes' signals.
         let _waiting = self.demand.enter();
         let signalled = async {
@@ -75,7 +76,7 @@ impl WorkEvents {
                 std::future::pending::<()>().await;
             }
         };
-        let _ = tokio::time::timeout(timeout, signalled).await;
+        tokio::time::timeout(timeout, signalled).await.is_ok()
     }
 }
 
@@ -92,8 +93,8 @@ mod tests {
         let (mut first, mut second) = (signal.subscribe(), signal.subscribe());
         signal.wake();
         let started = tokio::time::Instant::now();
-        first.wait(LONG).await;
-        second.wait(LONG).await;
+        assert!(first.wait(LONG).await, "a signal ends the wait");
+        assert!(second.wait(LONG).await, "a signal ends the wait");
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
@@ -103,7 +104,10 @@ mod tests {
         signal.wake();
         let mut events = signal.subscribe();
         let started = tokio::time::Instant::now();
-        events.wait(Duration::from_secs(5)).await;
+        assert!(
+            !events.wait(Duration::from_secs(5)).await,
+            "a wait that timed out says so"
+        );
         assert_eq!(
             started.elapsed(),
             Duration::from_secs(5),

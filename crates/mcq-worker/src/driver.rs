@@ -203,9 +203,9 @@ impl Driver {
         let poll = self.poll_interval;
         let announced = async {
             if work {
-                events.wait(poll).await;
+                events.wait(poll).await
             } else {
-                std::future::pending::<()>().await;
+                std::future::pending::<bool>().await
             }
         };
         let stopping = self.stop.is_some();
@@ -215,7 +215,15 @@ impl Driver {
             // The loop holds a sender itself, so the channel never closes.
             Some(report) = self.reports.recv() => self.receive(report),
             () = timer => {}
-            () = announced => self.drained_until = None,
+            signalled = announced => {
+                self.drained_until = None;
+                // An announcement may have taken this worker's idle mark
+                // to wake it (`mcq_wake`): should its claim find nothing,
+                // it marks itself idle again, to be named next time.
+                if signalled {
+                    self.announced_idle = false;
+                }
+            }
             idle = self.idle_workers.next() => self.peer_idle = idle != self.worker,
             () = shutdown.cancelled(), if !stopping => {}
         }

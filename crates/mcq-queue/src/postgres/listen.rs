@@ -18,11 +18,16 @@
 //!
 //! The work channel also carries idle announcements (`idle:<worker id>`,
 //! [`crate::Store::announce_idle`]): they go to the idle subscribers and
-//! wake nobody, since they announce no work. Every other payload (the
-//! submissions' and releases' empty one) wakes the waiting workers.
+//! wake nobody, since they announce no work. An announcement of a little
+//! work names the idle workers it needs (`wake:<id>,<id>…`, from the
+//! `mcq_wake` function, which takes their idle marks): it wakes this
+//! store's waiting workers only if it names one of them. Every other
+//! payload (the empty one of a lot of work, or of a fleet with too few
+//! idle workers that listen) wakes the waiting workers.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
@@ -40,6 +45,9 @@ use crate::work::{WorkEvents, WorkSignal};
 /// Prefix of an idle announcement's payload on the work channel.
 const IDLE_PREFIX: &str = "idle:";
 
+/// Prefix of a work announcement that names the workers to wake.
+const WAKE_PREFIX: &str = "wake:";
+
 /// How long a listener keeps its `LISTEN` after the last wait ended: long
 /// enough to span the claim between two waits of an idle worker, short
 /// next to a busy fleet's stream of finished jobs.
@@ -55,6 +63,10 @@ pub(super) struct Wakeup {
     listener: OnceLock<oneshot::Sender<()>>,
     /// Whether the work channel's `LISTEN` is up now.
     listening: Arc<AtomicBool>,
+    /// The workers of this store that marked themselves idle while it
+    /// listened: an announcement naming one of them wakes the store's
+    /// waiting workers.
+    named: Arc<RwLock<HashSet<Uuid>>>,
 }
 
 impl PgQueue {
@@ -82,14 +94,23 @@ impl PgQueue {
 
     /// Announces on the work channel that `worker` is idle, and marks its
     /// row so, for the peers that hear no announcement (through a
-    /// transaction-mode pool their heartbeats ask; `tasks.rs`). The mark
-    /// also adds what the store recorded for it to its counters
+    /// transaction-mode pool their heartbeats ask; `tasks.rs`), and for
+    /// announcements of new work to name it if the store hears them now.
+    /// The mark also adds what the store recorded for it to its counters
     /// (`tally.rs`), so an idle worker's counters are exact.
     pub(crate) async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
         let counts = self.tally.take(worker);
+        let hears = self.hears_work();
+        if hears {
+            self.wakeup
+                .named
+                .write()
+                .expect("the named workers")
+                .insert(worker);
+        }
         sqlx::query(
             "WITH mark AS (
-                 UPDATE workers SET idle_since = now(),
+                 UPDATE workers SET idle_since = now(), idle_listening = $6,
                                     tasks_done = tasks_done + $4, jobs_done = jobs_done + $5
                  WHERE id = $3)
              SELECT pg_notify($1, $2)",
@@ -99,6 +120,7 @@ impl PgQueue {
         .bind(worker)
         .bind(counts.tasks)
         .bind(counts.jobs)
+        .bind(hears)
         .execute(&mut *self.conn().await?)
         .await
         .inspect_err(|_| self.tally.add(worker, counts))?;
@@ -129,6 +151,7 @@ impl PgQueue {
             let (stop_tx, stop_rx) = oneshot::channel();
             let work = self.wakeup.work.clone();
             let idle = self.wakeup.idle.clone();
+            let named = self.wakeup.named.clone();
             tokio::spawn(listen(
                 self.pool.clone(),
                 self.checkouts.clone(),
@@ -137,14 +160,24 @@ impl PgQueue {
                     demand: work.demand().watch(),
                     listening: self.wakeup.listening.clone(),
                 },
-                move |payload| match payload.and_then(|p| p.strip_prefix(IDLE_PREFIX)) {
+                move |payload| match payload.map(work_payload) {
                     // An unreadable announcement is dropped: it is a hint.
-                    Some(worker) => {
+                    Some(Payload::Idle(worker)) => {
                         if let Ok(worker) = Uuid::parse_str(worker) {
                             idle.announce(worker);
                         }
                     }
-                    None => work.wake(),
+                    Some(Payload::Wake(names)) => {
+                        let named = named.read().expect("the named workers");
+                        // An unreadable name may be ours: waking costs a claim.
+                        if names
+                            .split(',')
+                            .any(|n| Uuid::parse_str(n).map_or(true, |id| named.contains(&id)))
+                        {
+                            work.wake();
+                        }
+                    }
+                    Some(Payload::Work) | None => work.wake(),
                 },
                 stop_rx,
             ));
@@ -187,6 +220,55 @@ impl PgQueue {
         });
         events
     }
+}
+
+/// A work-channel payload, by its prefix.
+#[derive(Debug, PartialEq, Eq)]
+enum Payload<'a> {
+    /// `idle:<worker id>`: that worker is idle.
+    Idle(&'a str),
+    /// `wake:<id>,<id>…`: work for the named workers.
+    Wake(&'a str),
+    /// Anything else: work for every waiting worker.
+    Work,
+}
+
+fn work_payload(payload: &str) -> Payload<'_> {
+    if let Some(worker) = payload.strip_prefix(IDLE_PREFIX) {
+        Payload::Idle(worker)
+    } else if let Some(names) = payload.strip_prefix(WAKE_PREFIX) {
+        Payload::Wake(names)
+    } else {
+        Payload::Work
+    }
+}
+
+#[cfg(test)]
+mod payloads {
+    use super::{Payload, work_payload};
+
+    #[test]
+    fn payloads_are_told_apart_by_their_prefix() {
+        assert_eq!(work_payload("idle:abc"), Payload::Idle("abc"));
+        assert_eq!(work_payload("wake:a,b"), Payload::Wake("a,b"));
+        assert_eq!(work_payload(""), Payload::Work);
+        assert_eq!(work_payload("wakeup"), Payload::Work);
+    }
+}
+
+/// Announces `tasks` tasks just queued on the work channel, in `tx`
+/// (delivered at its commit): by name to as many idle workers as they
+/// need, or to every listening worker (`mcq_wake`).
+pub(super) async fn announce_work(
+    tx: &mut sqlx::PgConnection,
+    tasks: usize,
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, mcq_wake($2))")
+        .bind(CHANNEL)
+        .bind(i64::try_from(tasks).unwrap_or(i64::MAX))
+        .execute(tx)
+        .await?;
+    Ok(())
 }
 
 /// Whom a listener serves: the count of waits in progress, and the flag
@@ -299,6 +381,8 @@ async fn subscribe(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Err
 /// process waits, and a busy store asks its heartbeat for idle peers.
 #[cfg(test)]
 mod on_postgres {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     use uuid::Uuid;
@@ -359,5 +443,133 @@ mod on_postgres {
         settle(&q, 1, false, "a long poll waiting").await;
         polling.abort();
         settle(&q, 0, false, "after the long poll ended").await;
+    }
+
+    fn one_job_each(count: usize) -> crate::Submission {
+        let job = mcq_kernel::Spec {
+            runs: Some(1000),
+            ..mcq_kernel::Spec::default()
+        }
+        .validate()
+        .expect("valid");
+        crate::Submission {
+            tenant: crate::DEFAULT_TENANT,
+            priority: 0,
+            as_batch: false,
+            grid: None,
+            label: None,
+            jobs: vec![job; count],
+            idempotency: None,
+        }
+    }
+
+    /// Waits until `woken` holds `want`, then a little longer, and returns
+    /// what it holds then.
+    async fn woken_now(woken: &[Arc<AtomicUsize>], want: usize) -> Vec<usize> {
+        let count = |w: &[Arc<AtomicUsize>]| {
+            w.iter()
+                .map(|n| n.load(Ordering::SeqCst))
+                .collect::<Vec<_>>()
+        };
+        let started = tokio::time::Instant::now();
+        while count(woken).iter().sum::<usize>() < want {
+            assert!(
+                started.elapsed() < PATIENCE,
+                "woken: {:?}, want {want} in all",
+                count(woken)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Long enough for a wake-up of everyone to reach every store.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        count(woken)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_little_work_wakes_only_the_idle_workers_it_names() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let first = super::super::migrated(&db.url, QueueConfig::default()).await;
+        let mut stores = vec![first];
+        for _ in 1..4 {
+            stores.push(
+                PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+                    .await
+                    .expect("connect"),
+            );
+        }
+        let mut woken = Vec::new();
+        let mut waiting = Vec::new();
+        let mut workers = Vec::new();
+        for q in &stores {
+            let worker = q
+                .register_worker(crate::WorkerInfo {
+                    hostname: "test".into(),
+                    pid: 1,
+                    concurrency: 1,
+                })
+                .await
+                .expect("register");
+            workers.push(worker);
+            let mut events = q.work_events();
+            let count = Arc::new(AtomicUsize::new(0));
+            woken.push(count.clone());
+            waiting.push(tokio::spawn(async move {
+                loop {
+                    if events.wait(Duration::from_secs(3600)).await {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }));
+        }
+        for q in &stores {
+            settle(q, 4, true, "four idle workers").await;
+        }
+        for (q, worker) in stores.iter().zip(&workers) {
+            q.announce_idle(*worker).await.expect("announce idle");
+        }
+        // Every subscription wakes its waiters once, in case it missed
+        // something.
+        let before = woken_now(&woken, 4).await;
+
+        stores[0]
+            .submit(one_job_each(1), None)
+            .await
+            .expect("submit");
+        let after = woken_now(&woken, before.iter().sum::<usize>() + 2).await;
+        let rose: Vec<bool> = after.iter().zip(&before).map(|(a, b)| a > b).collect();
+        assert_eq!(
+            rose.iter().filter(|r| **r).count(),
+            2,
+            "one task wakes two idle workers, one spare: {before:?} -> {after:?}"
+        );
+        let marked: Vec<Uuid> =
+            sqlx::query_scalar("SELECT id FROM workers WHERE idle_since IS NOT NULL ORDER BY id")
+                .fetch_all(&stores[0].pool)
+                .await
+                .expect("marks");
+        let mut asleep: Vec<Uuid> = workers
+            .iter()
+            .zip(&rose)
+            .filter(|(_, r)| !**r)
+            .map(|(w, _)| *w)
+            .collect();
+        asleep.sort();
+        assert_eq!(marked, asleep, "the woken workers' idle marks were taken");
+
+        // More work than idle workers: a wake-up of everyone.
+        stores[0]
+            .submit(one_job_each(3), None)
+            .await
+            .expect("submit");
+        let all = woken_now(&woken, after.iter().sum::<usize>() + 4).await;
+        assert!(
+            all.iter().zip(&after).all(|(a, b)| a > b),
+            "three tasks for two marked workers wake all: {after:?} -> {all:?}"
+        );
+        for task in waiting {
+            task.abort();
+        }
     }
 }

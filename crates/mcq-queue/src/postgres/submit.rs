@@ -39,10 +39,11 @@ use crate::types::{IdempotencyKey, Submission, Submitted};
 /// id, `$4` the job ids kept with the key (unbatched submissions only: a
 /// batch's ids are read back from its jobs), `$5` label, `$6` job count,
 /// `$7` job ids and `$8` specs in submission order, `$9`–`$12` the rows'
-/// own, `$13` the wake-up channel; the tenant and the batch's sweep (as
-/// JSON) are the parameters named by `$tenant` and `$sweep`.
+/// own, `$13` the wake-up channel; the tenant, the batch's sweep (as
+/// JSON) and the number of tasks queued are the expressions `$tenant`,
+/// `$sweep` and `$tasks`.
 macro_rules! submit_statement {
-    ($tenant:literal, $sweep:literal, $rows:literal) => {
+    ($tenant:literal, $sweep:literal, $tasks:literal, $rows:literal) => {
         concat!(
             "
 WITH key AS (
@@ -64,8 +65,11 @@ WITH key AS (
 ), ",
             $rows,
             ", wake AS (
-    -- Delivered at commit, and only if the statement commits.
-    SELECT pg_notify($13, '') FROM go WHERE go.ok
+    -- Delivered at commit, and only if the statement commits; it names
+    -- the idle workers the tasks need (`mcq_wake`).
+    SELECT pg_notify($13, mcq_wake(",
+            $tasks,
+            ")) FROM go WHERE go.ok
 )
 SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go"
         )
@@ -78,6 +82,7 @@ SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go"
 const SUBMIT: &str = submit_statement!(
     "$14::int",
     "$16::text",
+    "cardinality($10::uuid[])",
     "job_rows AS (
     INSERT INTO jobs (id, batch_id, position, spec, task_count, tenant_id)
     SELECT j.id, $3, (j.ord - 1)::int, j.spec::json, j.task_count, $14
@@ -108,6 +113,7 @@ const STAGED_ROW: usize = 5000;
 const SUBMIT_STAGED: &str = submit_statement!(
     "$15::int",
     "$17::text",
+    "$6::int8",
     "staged_rows AS (
     INSERT INTO staged (batch_id, first, ids, specs, chunk_starts, chunk_ends, min_id, max_id,
                         tenant_id, priority)

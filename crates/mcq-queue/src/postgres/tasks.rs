@@ -11,7 +11,8 @@ use sqlx::Row as _;
 use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
-use super::{CHANNEL, PgQueue};
+use super::PgQueue;
+use super::listen::announce_work;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{Claim, ClaimedTask, Heartbeat, Reaped, WorkerPulse};
@@ -281,10 +282,11 @@ impl PgQueue {
             fail_jobs(&mut tx, &jobs, &errors).await?
         };
         if reaped.requeued > 0 {
-            sqlx::query("SELECT pg_notify($1, '')")
-                .bind(CHANNEL)
-                .execute(&mut *tx)
-                .await?;
+            announce_work(
+                &mut tx,
+                usize::try_from(reaped.requeued).unwrap_or(usize::MAX),
+            )
+            .await?;
         }
         tx.commit().await?;
         self.announce_finished(finished);
@@ -338,10 +340,7 @@ impl PgQueue {
             finished = fail_jobs(&mut tx, &[job_id], &[error.to_owned()]).await?;
         } else {
             requeue_jobs(&mut tx, &[job_id], &[task_id], 0).await?;
-            sqlx::query("SELECT pg_notify($1, '')")
-                .bind(CHANNEL)
-                .execute(&mut *tx)
-                .await?;
+            announce_work(&mut tx, 1).await?;
         }
         tx.commit().await?;
         self.announce_finished(finished);
@@ -382,10 +381,7 @@ impl PgQueue {
                 .map(|r| r.try_get("job_id"))
                 .collect::<Result<_, _>>()?;
             requeue_jobs(&mut tx, &jobs, &released, 1).await?;
-            sqlx::query("SELECT pg_notify($1, '')")
-                .bind(CHANNEL)
-                .execute(&mut *tx)
-                .await?;
+            announce_work(&mut tx, released.len()).await?;
         }
         tx.commit().await?;
         if !rows.is_empty() {
