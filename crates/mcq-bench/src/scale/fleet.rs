@@ -15,7 +15,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{ScalePlan, SizeRow, cpu, pickup, visibility};
+use super::{ScalePlan, SizeRow, cpu, idle, pickup, visibility};
 use crate::stats::quantile_sorted;
 
 /// Where the database's CPU is read: the postmaster's pid, when it runs here.
@@ -247,6 +247,16 @@ async fn measure(
     if let Some(probe) = probe {
         probe.await.context("the visibility probe panicked")??;
     }
+    let at_rest = idle::run(
+        control,
+        &plan.database_url,
+        database,
+        workers,
+        &tiny,
+        warm_seed + warm_tasks,
+    )
+    .await
+    .context("sending single jobs to the idle fleet")?;
     let mut visible = seen.lock().expect("the probe's samples").clone();
     visible.sort_by(f64::total_cmp);
     // The probe's jobs are tasks the database served too.
@@ -299,6 +309,10 @@ async fn measure(
             }),
         db_connections: connections,
         warm_up_db_ms_per_worker,
+        idle_jobs: at_rest.jobs,
+        idle_pickup_p50_ms: Some(at_rest.pickup_p50_ms),
+        idle_pickup_p99_ms: Some(at_rest.pickup_p99_ms),
+        idle_db_ms_per_job: at_rest.db_ms_per_job,
         refused: 0,
         contended: 0,
         floor_per_s: None,

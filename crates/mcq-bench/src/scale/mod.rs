@@ -11,6 +11,7 @@
 mod cpu;
 mod fleet;
 mod floor;
+mod idle;
 mod output;
 mod pickup;
 mod visibility;
@@ -118,6 +119,17 @@ pub struct SizeRow {
     /// its connections and two rounds of tasks (catalogue caches and the
     /// plans of the queue's functions, per connection), in milliseconds.
     pub warm_up_db_ms_per_worker: Option<f64>,
+    /// Single jobs sent, one at a time, to the fleet once every worker had
+    /// gone idle (`idle.rs`).
+    pub idle_jobs: usize,
+    /// Median time such a job waited from its submission to its claim, in
+    /// milliseconds.
+    pub idle_pickup_p50_ms: Option<f64>,
+    /// 99th percentile of that time.
+    pub idle_pickup_p99_ms: Option<f64>,
+    /// Database CPU per such job, the idle fleet's polling over the same
+    /// time included, in milliseconds.
+    pub idle_db_ms_per_job: Option<f64>,
     /// Completions refused for a lost lease (a fleet too slow to renew).
     pub refused: u64,
     /// Claims that came back short because the work they passed over was

@@ -88,7 +88,7 @@ fn opt(value: Option<f64>, digits: usize) -> String {
 }
 
 /// The table's rows as cells.
-fn cells(summary: &ScaleSummary) -> Vec<[String; 19]> {
+fn cells(summary: &ScaleSummary) -> Vec<[String; 21]> {
     summary
         .sizes
         .iter()
@@ -113,13 +113,15 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 19]> {
                 opt(r.other_cores, 2),
                 r.db_connections.to_string(),
                 opt(r.warm_up_db_ms_per_worker, 1),
+                opt(r.idle_pickup_p50_ms, 2),
+                opt(r.idle_db_ms_per_job, 2),
                 r.contended.to_string(),
             ]
         })
         .collect()
 }
 
-const HEADERS: [&str; 19] = [
+const HEADERS: [&str; 21] = [
     "workers",
     "tasks",
     "ideal/s",
@@ -138,6 +140,8 @@ const HEADERS: [&str; 19] = [
     "other cores",
     "connections",
     "warm-up DB ms/worker",
+    "idle pickup p50 ms",
+    "idle DB ms/job",
     "contended claims",
 ];
 

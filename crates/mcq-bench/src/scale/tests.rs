@@ -24,6 +24,10 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         other_cores: None,
         db_connections: 10,
         warm_up_db_ms_per_worker: Some(20.0),
+        idle_jobs: 16,
+        idle_pickup_p50_ms: Some(2.0),
+        idle_pickup_p99_ms: Some(5.0),
+        idle_db_ms_per_job: Some(3.0),
         refused: 0,
         contended: 0,
         floor_per_s: None,
@@ -188,6 +192,19 @@ fn a_small_run_writes_files_that_parse() {
         assert!(row.visible_samples >= 1, "{row:?}");
         let (p50, p99) = (row.visible_p50_ms.unwrap(), row.visible_p99_ms.unwrap());
         assert!((0.0..=p99).contains(&p50), "{row:?}");
+        // Then single jobs, one at a time, into the idle fleet.
+        assert_eq!(row.idle_jobs, idle::JOBS, "{row:?}");
+        let (p50, p99) = (
+            row.idle_pickup_p50_ms.unwrap(),
+            row.idle_pickup_p99_ms.unwrap(),
+        );
+        assert!((0.0..=p99).contains(&p50), "{row:?}");
+        if row.db_cpu_per_task_us.is_some() {
+            assert!(
+                row.idle_db_ms_per_job.is_some_and(|ms| ms >= 0.0),
+                "{row:?}"
+            );
+        }
         // The minimal queue ran beside it on the same database, its rows
         // all held for the same 10 ms, and the ratio is of the two CPUs.
         let floor = row.floor_efficiency.expect("the minimal queue ran");
@@ -210,6 +227,7 @@ fn a_small_run_writes_files_that_parse() {
     );
     assert!(report.table.contains("floor µs/task"), "{}", report.table);
     assert!(report.table.contains("visible p99 ms"), "{}", report.table);
+    assert!(report.table.contains("idle DB ms/job"), "{}", report.table);
     assert!(
         report.table.contains("warm-up DB ms/worker"),
         "{}",
