@@ -98,6 +98,13 @@ impl PgQueue {
     /// announcements of new work to name it if the store hears them now.
     /// The mark also adds what the store recorded for it to its counters
     /// (`tally.rs`), so an idle worker's counters are exact.
+    ///
+    /// The announcement is for a peer holding tasks it has not started, to
+    /// hand some over; it goes out only while other workers hold at least
+    /// two running tasks between them, since none can otherwise. Every
+    /// `NOTIFY` wakes each listening backend of the database (all of a
+    /// resting fleet's), so the mark alone is what a worker going idle in a
+    /// quiet fleet costs.
     pub(crate) async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
         let counts = self.tally.take(worker);
         let hears = self.hears_work();
@@ -113,7 +120,11 @@ impl PgQueue {
                  UPDATE workers SET idle_since = now(), idle_listening = $6,
                                     tasks_done = tasks_done + $4, jobs_done = jobs_done + $5
                  WHERE id = $3)
-             SELECT pg_notify($1, $2)",
+             SELECT pg_notify($1, $2)
+             WHERE (SELECT count(*) FROM (
+                        SELECT 1 FROM tasks t
+                        WHERE t.state = 'running' AND t.worker_id IS DISTINCT FROM $3
+                        LIMIT 2) r) = 2",
         )
         .bind(CHANNEL)
         .bind(format!("{IDLE_PREFIX}{worker}"))
@@ -571,5 +582,62 @@ mod on_postgres {
         for task in waiting {
             task.abort();
         }
+    }
+
+    /// The next payload on the work channel within `within`, if any.
+    async fn heard(listener: &mut sqlx::postgres::PgListener, within: Duration) -> Option<String> {
+        tokio::time::timeout(within, listener.recv())
+            .await
+            .ok()
+            .map(|n| n.expect("LISTEN").payload().to_owned())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_worker_going_idle_is_announced_only_while_another_could_hand_it_work() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = super::super::migrated(&db.url, QueueConfig::default()).await;
+        let info = || crate::WorkerInfo {
+            hostname: "test".into(),
+            pid: 1,
+            concurrency: 1,
+        };
+        let (idle, busy) = (
+            q.register_worker(info()).await.expect("register"),
+            q.register_worker(info()).await.expect("register"),
+        );
+        let mut listener = sqlx::postgres::PgListener::connect(&db.url)
+            .await
+            .expect("connect");
+        listener.listen(super::CHANNEL).await.expect("LISTEN");
+
+        // Nobody holds a task: the mark, and no announcement.
+        q.announce_idle(idle).await.expect("announce idle");
+        assert_eq!(heard(&mut listener, Duration::from_millis(500)).await, None);
+        let marked: bool =
+            sqlx::query_scalar("SELECT idle_since IS NOT NULL FROM workers WHERE id = $1")
+                .bind(idle)
+                .fetch_one(&q.pool)
+                .await
+                .expect("mark");
+        assert!(marked, "the idle mark is written all the same");
+
+        // One running task: nothing to hand over either.
+        q.submit(one_job_each(1), None).await.expect("submit");
+        assert!(heard(&mut listener, PATIENCE).await.is_some(), "the work");
+        assert_eq!(q.claim(busy, 1).await.expect("claim").tasks.len(), 1);
+        q.announce_idle(idle).await.expect("announce idle");
+        assert_eq!(heard(&mut listener, Duration::from_millis(500)).await, None);
+
+        // Two: one of them may wait for a slot, and be handed over.
+        q.submit(one_job_each(1), None).await.expect("submit");
+        assert!(heard(&mut listener, PATIENCE).await.is_some(), "the work");
+        assert_eq!(q.claim(busy, 1).await.expect("claim").tasks.len(), 1);
+        q.announce_idle(idle).await.expect("announce idle");
+        assert_eq!(
+            heard(&mut listener, PATIENCE).await,
+            Some(format!("idle:{idle}"))
+        );
     }
 }

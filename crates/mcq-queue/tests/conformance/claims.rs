@@ -197,7 +197,9 @@ pub(crate) async fn finishing_a_job_announces_its_batch(db: &Db) {
 
 /// A worker's idle announcement reaches every subscriber (on PostgreSQL in
 /// any process, through the work channel) and wakes no worker waiting for
-/// work: it announces none.
+/// work: it announces none. (On PostgreSQL it goes out while other workers
+/// hold two running tasks, work one of them could hand over: a third
+/// worker holds two here.)
 pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db) {
     let store = db.default_store().await;
     // On SQLite announcements stay in the process, as work wake-ups do.
@@ -211,6 +213,9 @@ pub(crate) async fn idle_announcements_reach_subscribers_and_wake_no_one(db: &Db
     // for work (a busy one asks its heartbeat instead): keep one waiting.
     let _listening = keep_waiting_for_work(&store);
     let (idle_worker, busy_worker) = (worker(&other).await, worker(&store).await);
+    submit(&store, batch(2)).await;
+    let holder = worker(&store).await;
+    assert_eq!(store.claim(holder, 2).await.expect("claim").len(), 2);
     // The LISTEN connection opens in the background: announce until heard.
     let heard = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
