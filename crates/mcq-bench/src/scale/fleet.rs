@@ -106,24 +106,7 @@ pub(crate) async fn run_size(
         &mut fleet,
     )
     .await;
-    shutdown.cancel();
-    let mut reports = WorkerReport::default();
-    while let Some(joined) = fleet.join_next().await {
-        let report = joined.context("a worker task panicked")??;
-        reports.claimed += report.claimed;
-        reports.refused += report.refused;
-        reports.contended += report.contended;
-        reports.failed += report.failed;
-    }
-    let mut row = outcome?;
-    if reports.failed > 0 {
-        bail!(
-            "{} synthetic tasks failed at {workers} workers",
-            reports.failed
-        );
-    }
-    row.refused = reports.refused;
-    row.contended = reports.contended;
+    // The batch's slot gaps, before the idle phase adds its own tasks.
     let mut gaps: Vec<f64> = Vec::new();
     let origin = Instant::now();
     for spans in &holds {
@@ -134,6 +117,48 @@ pub(crate) async fn run_size(
             .collect();
         gaps.extend(pickup::gaps(&spans));
     }
+    // Then the same fleet at rest, while it still runs.
+    let at_rest = match &outcome {
+        Ok(_) => Some(
+            idle::run(
+                control,
+                &plan.database_url,
+                database,
+                workers,
+                &tiny_spec(plan)?,
+                // Seeds past the batch's, the probe's and the warm-up's.
+                plan.seed + 4 * tasks + 1_000,
+            )
+            .await
+            .context("sending single jobs to the idle fleet"),
+        ),
+        Err(_) => None,
+    };
+    shutdown.cancel();
+    let mut reports = WorkerReport::default();
+    while let Some(joined) = fleet.join_next().await {
+        let report = joined.context("a worker task panicked")??;
+        reports.claimed += report.claimed;
+        reports.refused += report.refused;
+        reports.contended += report.contended;
+        reports.failed += report.failed;
+    }
+    let mut row = outcome?;
+    if let Some(at_rest) = at_rest {
+        let at_rest = at_rest?;
+        row.idle_jobs = at_rest.jobs;
+        row.idle_pickup_p50_ms = Some(at_rest.pickup_p50_ms);
+        row.idle_pickup_p99_ms = Some(at_rest.pickup_p99_ms);
+        row.idle_db_ms_per_job = at_rest.db_ms_per_job;
+    }
+    if reports.failed > 0 {
+        bail!(
+            "{} synthetic tasks failed at {workers} workers",
+            reports.failed
+        );
+    }
+    row.refused = reports.refused;
+    row.contended = reports.contended;
     gaps.sort_by(f64::total_cmp);
     if !gaps.is_empty() {
         row.pickup_p50_ms = Some(quantile_sorted(&gaps, 0.5));
@@ -141,6 +166,17 @@ pub(crate) async fn run_size(
         row.pickup_p99_ms = Some(quantile_sorted(&gaps, 0.99));
     }
     Ok(row)
+}
+
+/// The synthetic jobs' spec: a two-path price, seeded from the plan.
+fn tiny_spec(plan: &ScalePlan) -> anyhow::Result<ValidSpec> {
+    Spec {
+        runs: Some(RUNS),
+        seed: Some(plan.seed),
+        ..Spec::default()
+    }
+    .validate()
+    .map_err(|e| anyhow::anyhow!("the synthetic spec is invalid: {e:?}"))
 }
 
 /// `at` as negative milliseconds before `origin` (only differences matter).
@@ -173,13 +209,7 @@ async fn measure(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let tiny = Spec {
-        runs: Some(RUNS),
-        seed: Some(plan.seed),
-        ..Spec::default()
-    }
-    .validate()
-    .map_err(|e| anyhow::anyhow!("the synthetic spec is invalid: {e:?}"))?;
+    let tiny = tiny_spec(plan)?;
     let jobs: Vec<ValidSpec> = (0..tasks).map(|i| tiny.with_seed(plan.seed + i)).collect();
     let ideal_ms =
         tasks as f64 * plan.task.as_secs_f64() * 1e3 / (workers as f64 * f64::from(plan.slots));
@@ -247,16 +277,6 @@ async fn measure(
     if let Some(probe) = probe {
         probe.await.context("the visibility probe panicked")??;
     }
-    let at_rest = idle::run(
-        control,
-        &plan.database_url,
-        database,
-        workers,
-        &tiny,
-        warm_seed + warm_tasks,
-    )
-    .await
-    .context("sending single jobs to the idle fleet")?;
     let mut visible = seen.lock().expect("the probe's samples").clone();
     visible.sort_by(f64::total_cmp);
     // The probe's jobs are tasks the database served too.
@@ -309,10 +329,10 @@ async fn measure(
             }),
         db_connections: connections,
         warm_up_db_ms_per_worker,
-        idle_jobs: at_rest.jobs,
-        idle_pickup_p50_ms: Some(at_rest.pickup_p50_ms),
-        idle_pickup_p99_ms: Some(at_rest.pickup_p99_ms),
-        idle_db_ms_per_job: at_rest.db_ms_per_job,
+        idle_jobs: 0,
+        idle_pickup_p50_ms: None,
+        idle_pickup_p99_ms: None,
+        idle_db_ms_per_job: None,
         refused: 0,
         contended: 0,
         floor_per_s: None,
