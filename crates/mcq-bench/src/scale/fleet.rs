@@ -3,13 +3,14 @@
 //! the task time, on a batch of `workers × slots × rounds` tiny jobs.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use mcq_api_types::BatchView;
 use mcq_kernel::{Spec, ValidSpec};
 use mcq_queue::{FinishedEvents, QueueConfig, Store, Submission};
-use mcq_worker::hold::Hold;
+use mcq_worker::hold::{Hold, HoldSpans};
 use mcq_worker::{Worker, WorkerConfig, WorkerReport};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -102,7 +103,7 @@ pub(crate) async fn run_size(
         control,
         database,
         (workers, start_ticks),
-        tasks,
+        (tasks, &holds),
         &mut fleet,
     )
     .await;
@@ -160,6 +161,7 @@ pub(crate) async fn run_size(
     row.refused = reports.refused;
     row.contended = reports.contended;
     gaps.sort_by(f64::total_cmp);
+    row.pickup_samples = gaps.len();
     if !gaps.is_empty() {
         row.pickup_p50_ms = Some(quantile_sorted(&gaps, 0.5));
         row.pickup_p90_ms = Some(quantile_sorted(&gaps, 0.9));
@@ -192,7 +194,7 @@ async fn measure(
     control: &Store,
     database: Database,
     (workers, start_ticks): (usize, Option<u64>),
-    tasks: u64,
+    (tasks, holds): (u64, &[Arc<HoldSpans>]),
     fleet: &mut JoinSet<anyhow::Result<WorkerReport>>,
 ) -> anyhow::Result<SizeRow> {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -240,6 +242,11 @@ async fn measure(
     )
     .await
     .context("warming the fleet up")?;
+    // The warm-up's slot spans are not the batch's: a batch's first task
+    // would pair with the warm-up's last end as a gap.
+    for spans in holds {
+        spans.take();
+    }
     let db_before = database.ticks();
     let warm_up_db_ms_per_worker = start_ticks
         .zip(db_before)
@@ -312,6 +319,7 @@ async fn measure(
         pickup_p50_ms: None,
         pickup_p90_ms: None,
         pickup_p99_ms: None,
+        pickup_samples: 0,
         visible_p50_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.5)),
         visible_p99_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.99)),
         visible_samples: visible.len(),

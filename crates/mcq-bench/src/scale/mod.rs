@@ -94,6 +94,9 @@ pub struct SizeRow {
     pub pickup_p90_ms: Option<f64>,
     /// 99th percentile of that gap.
     pub pickup_p99_ms: Option<f64>,
+    /// Gaps measured: one per task of the batch (the probe's included)
+    /// after each slot's first.
+    pub pickup_samples: usize,
     /// Median time from a probe job's recording to a waiting reader's
     /// read of it, in milliseconds (`visibility.rs`).
     pub visible_p50_ms: Option<f64>,

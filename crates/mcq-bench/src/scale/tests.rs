@@ -14,6 +14,7 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         pickup_p50_ms: Some(1.0),
         pickup_p90_ms: Some(2.0),
         pickup_p99_ms: Some(3.0),
+        pickup_samples: 90,
         visible_p50_ms: Some(1.5),
         visible_p99_ms: Some(4.0),
         visible_samples: 3,
@@ -188,6 +189,14 @@ fn a_small_run_writes_files_that_parse() {
         assert_eq!(row.refused, 0);
         assert!(row.db_connections >= workers as u64, "{row:?}");
         assert!(row.pickup_p50_ms.is_some(), "{row:?}");
+        // Gaps of the batch's tasks and the probe's only: not the
+        // warm-up's, nor the idle fleet's single jobs. (A probe job in
+        // flight at the end may or may not have started.)
+        let most = row.tasks as usize + row.visible_samples + 1 - workers;
+        assert!(
+            (row.tasks as usize - workers..=most).contains(&row.pickup_samples),
+            "{row:?}"
+        );
         // The probe's first job goes in with the batch and is always seen.
         assert!(row.visible_samples >= 1, "{row:?}");
         let (p50, p99) = (row.visible_p50_ms.unwrap(), row.visible_p99_ms.unwrap());
