@@ -68,7 +68,7 @@ for _ in $(seq "$workers"); do
     pids+=($!)
 done
 # Every worker registered, claimed nothing and marked itself idle.
-for _ in $(seq 600); do
+for _ in $(seq 1800); do
     idle=$(psql_ -d "$db" -Atc "SELECT count(*) FROM workers WHERE idle_since IS NOT NULL")
     [ "$idle" -ge "$workers" ] && curl -fsS "http://$listen/healthz" >/dev/null 2>&1 && break
     sleep 0.1
