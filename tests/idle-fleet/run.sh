@@ -30,20 +30,9 @@ base=postgres://postgres@127.0.0.1:$port
 db=mcq_idle_fleet
 psql_() { PGOPTIONS="-c client_min_messages=warning" psql -q -X -h 127.0.0.1 -p "$port" -U postgres "$@"; }
 
-# CPU ticks of the postmaster, its reaped children and its live children.
-ticks() {
-    local pm total=0 pid fields
-    pm=$(head -1 "$data/postmaster.pid")
-    fields=$(sed 's/.*) //' "/proc/$pm/stat")
-    read -r -a f <<<"$fields"
-    total=$((f[11] + f[12] + f[13] + f[14]))
-    for pid in $(pgrep -P "$pm"); do
-        fields=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
-        read -r -a f <<<"$fields"
-        total=$((total + f[11] + f[12]))
-    done
-    echo "$total"
-}
+# `ticks`: the database's CPU so far.
+# shellcheck source=../pg-ticks.sh
+source "$here/../pg-ticks.sh"
 
 pids=()
 cleanup() {

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mcq_kernel::ValidSpec;
-use mcq_queue::{Scope, Store, Submission};
+use mcq_queue::Store;
 use tokio::time::Instant;
 
-use super::cpu;
 use super::fleet::Database;
+use super::{cpu, single};
 use crate::stats::quantile_sorted;
 
 /// Single jobs sent to the idle fleet at each size.
@@ -54,41 +54,20 @@ pub(crate) async fn run(
     let mut pickups = Vec::with_capacity(JOBS);
     let before = database.ticks();
     for k in 0..JOBS {
-        let submitted = control
-            .submit(Submission {
-                tenant: mcq_queue::DEFAULT_TENANT,
-                priority: 0,
-                as_batch: false,
-                grid: None,
-                label: None,
-                jobs: vec![spec.with_seed(seed + k as u64)],
-                idempotency: None,
-            })
-            .await
-            .context("submitting a job to the idle fleet")?;
-        let id = *submitted.job_ids.first().context("a job has an id")?;
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            events.wait_for(id, 1, Duration::from_secs(1)).await;
-            let view = control
-                .job(id, Scope::All)
-                .await
-                .context("reading a job of the idle fleet")?
-                .context("a job of the idle fleet vanished")?;
-            if view.timings.finished_at.is_some() {
-                let claimed = view
-                    .timings
-                    .claimed_at
-                    .context("a finished job has a claim time")?;
-                let waited = claimed - view.timings.submitted_at;
-                pickups.push(waited.num_microseconds().unwrap_or(0) as f64 / 1e3);
-                break;
-            }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "a job sent to the idle fleet did not finish within {PATIENCE:?}"
-            );
-        }
+        let (view, _) = single::submit_and_wait(
+            control,
+            &mut events,
+            (spec.with_seed(seed + k as u64), 0),
+            PATIENCE,
+        )
+        .await
+        .context("a job sent to the idle fleet")?;
+        let claimed = view
+            .timings
+            .claimed_at
+            .context("a finished job has a claim time")?;
+        let waited = claimed - view.timings.submitted_at;
+        pickups.push(waited.num_microseconds().unwrap_or(0) as f64 / 1e3);
     }
     let after = database.ticks();
     pickups.sort_by(f64::total_cmp);

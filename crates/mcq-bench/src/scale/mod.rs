@@ -14,6 +14,7 @@ mod floor;
 mod idle;
 mod output;
 mod pickup;
+mod single;
 mod visibility;
 
 use std::path::PathBuf;

@@ -16,12 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use chrono::Utc;
 use mcq_kernel::ValidSpec;
-use mcq_queue::{Scope, Store, Submission};
+use mcq_queue::Store;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use super::single;
 
 /// Priority of the probe's jobs: above the batch's (0).
 const PRIORITY: i16 = 1;
@@ -59,37 +59,17 @@ pub(crate) fn start(
                     () = stop.cancelled() => break,
                 }
             }
-            let submitted = control
-                .submit(Submission {
-                    tenant: mcq_queue::DEFAULT_TENANT,
-                    priority: PRIORITY,
-                    as_batch: false,
-                    grid: None,
-                    label: None,
-                    jobs: vec![spec.with_seed(seed + k as u64)],
-                    idempotency: None,
-                })
-                .await
-                .context("submitting a probe job")?;
-            let id = *submitted.job_ids.first().context("a probe job has an id")?;
-            let deadline = Instant::now() + PATIENCE;
-            loop {
-                events.wait_for(id, 1, Duration::from_secs(1)).await;
-                let view = control
-                    .job(id, Scope::All)
-                    .await
-                    .context("reading a probe job")?
-                    .context("a probe job vanished")?;
-                if let Some(finished) = view.timings.finished_at {
-                    let ms = (Utc::now() - finished).num_microseconds().unwrap_or(0) as f64 / 1e3;
-                    seen.lock().expect("the probe's samples").push(ms);
-                    break;
-                }
-                anyhow::ensure!(
-                    Instant::now() < deadline,
-                    "probe job {id} did not finish within {PATIENCE:?}"
-                );
-            }
+            let (view, read) = single::submit_and_wait(
+                &control,
+                &mut events,
+                (spec.with_seed(seed + k as u64), PRIORITY),
+                PATIENCE,
+            )
+            .await
+            .context("a probe job")?;
+            let finished = view.timings.finished_at.context("a finished job")?;
+            let ms = (read - finished).num_microseconds().unwrap_or(0) as f64 / 1e3;
+            seen.lock().expect("the probe's samples").push(ms);
         }
         Ok(())
     })
