@@ -130,9 +130,9 @@ mod on_postgres {
     use uuid::Uuid;
 
     use super::FINISHED_CHANNEL;
-    use crate::postgres::{PgQueue, migrated};
+    use crate::postgres::{PgQueue, migrated, registered_worker};
     use crate::store::QueueConfig;
-    use crate::types::{ClaimedTask, Submission, TaskDone, TaskOutput, WorkerInfo};
+    use crate::types::{ClaimedTask, Submission, TaskDone, TaskOutput};
 
     const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -190,15 +190,6 @@ mod on_postgres {
         batch.expect("a batch")
     }
 
-    async fn register(q: &PgQueue) -> Uuid {
-        let info = WorkerInfo {
-            hostname: "test-host".into(),
-            pid: std::process::id(),
-            concurrency: 3,
-        };
-        q.register_worker(info).await.expect("register")
-    }
-
     /// Jobs that end without a result are announced by the herald too: a
     /// last failed attempt, and a batch's cancellation. Nothing else hands
     /// this store's herald anything, so it has been started only if they
@@ -215,7 +206,7 @@ mod on_postgres {
         let q = migrated(&db.url, config).await;
         let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 3).await;
-        let w = register(&q).await;
+        let w = registered_worker(&q).await;
         let claimed = q.claim(w, 1).await.expect("claim").tasks;
         assert_eq!(claimed.len(), 1);
         assert!(
@@ -260,7 +251,7 @@ mod on_postgres {
         let q = migrated(&db.url, QueueConfig::default()).await;
         let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 3).await;
-        let w = register(&q).await;
+        let w = registered_worker(&q).await;
         let claimed = q.claim(w, 2).await.expect("claim").tasks;
         assert_eq!(claimed.len(), 2);
 

@@ -398,7 +398,7 @@ mod on_postgres {
 
     use uuid::Uuid;
 
-    use crate::postgres::{PgQueue, listening_backends};
+    use crate::postgres::{PgQueue, listening_backends, registered_worker, single_jobs};
     use crate::store::QueueConfig;
 
     const PATIENCE: Duration = Duration::from_secs(30);
@@ -456,24 +456,6 @@ mod on_postgres {
         settle(&q, 0, false, "after the long poll ended").await;
     }
 
-    fn one_job_each(count: usize) -> crate::Submission {
-        let job = mcq_kernel::Spec {
-            runs: Some(1000),
-            ..mcq_kernel::Spec::default()
-        }
-        .validate()
-        .expect("valid");
-        crate::Submission {
-            tenant: crate::DEFAULT_TENANT,
-            priority: 0,
-            as_batch: false,
-            grid: None,
-            label: None,
-            jobs: vec![job; count],
-            idempotency: None,
-        }
-    }
-
     /// Waits until `woken` holds `want`, then a little longer, and returns
     /// what it holds then.
     async fn woken_now(woken: &[Arc<AtomicUsize>], want: usize) -> Vec<usize> {
@@ -514,14 +496,7 @@ mod on_postgres {
         let mut waiting = Vec::new();
         let mut workers = Vec::new();
         for q in &stores {
-            let worker = q
-                .register_worker(crate::WorkerInfo {
-                    hostname: "test".into(),
-                    pid: 1,
-                    concurrency: 1,
-                })
-                .await
-                .expect("register");
+            let worker = registered_worker(q).await;
             workers.push(worker);
             let mut events = q.work_events();
             let count = Arc::new(AtomicUsize::new(0));
@@ -545,7 +520,7 @@ mod on_postgres {
         let before = woken_now(&woken, 4).await;
 
         stores[0]
-            .submit(one_job_each(1), None)
+            .submit(single_jobs(1), None)
             .await
             .expect("submit");
         let after = woken_now(&woken, before.iter().sum::<usize>() + 2).await;
@@ -571,7 +546,7 @@ mod on_postgres {
 
         // More work than idle workers: a wake-up of everyone.
         stores[0]
-            .submit(one_job_each(3), None)
+            .submit(single_jobs(3), None)
             .await
             .expect("submit");
         let all = woken_now(&woken, after.iter().sum::<usize>() + 4).await;
@@ -598,15 +573,7 @@ mod on_postgres {
             return;
         };
         let q = super::super::migrated(&db.url, QueueConfig::default()).await;
-        let info = || crate::WorkerInfo {
-            hostname: "test".into(),
-            pid: 1,
-            concurrency: 1,
-        };
-        let (idle, busy) = (
-            q.register_worker(info()).await.expect("register"),
-            q.register_worker(info()).await.expect("register"),
-        );
+        let (idle, busy) = (registered_worker(&q).await, registered_worker(&q).await);
         let mut listener = sqlx::postgres::PgListener::connect(&db.url)
             .await
             .expect("connect");
@@ -624,14 +591,14 @@ mod on_postgres {
         assert!(marked, "the idle mark is written all the same");
 
         // One running task: nothing to hand over either.
-        q.submit(one_job_each(1), None).await.expect("submit");
+        q.submit(single_jobs(1), None).await.expect("submit");
         assert!(heard(&mut listener, PATIENCE).await.is_some(), "the work");
         assert_eq!(q.claim(busy, 1).await.expect("claim").tasks.len(), 1);
         q.announce_idle(idle).await.expect("announce idle");
         assert_eq!(heard(&mut listener, Duration::from_millis(500)).await, None);
 
         // Two: one of them may wait for a slot, and be handed over.
-        q.submit(one_job_each(1), None).await.expect("submit");
+        q.submit(single_jobs(1), None).await.expect("submit");
         assert!(heard(&mut listener, PATIENCE).await.is_some(), "the work");
         assert_eq!(q.claim(busy, 1).await.expect("claim").tasks.len(), 1);
         q.announce_idle(idle).await.expect("announce idle");

@@ -226,6 +226,37 @@ async fn migrated(url: &str, config: QueueConfig) -> PgQueue {
     q
 }
 
+/// For tests: `count` single-task jobs submitted alone (no batch).
+#[cfg(test)]
+fn single_jobs(count: usize) -> crate::Submission {
+    let job = mcq_kernel::Spec {
+        runs: Some(1000),
+        ..mcq_kernel::Spec::default()
+    }
+    .validate()
+    .expect("valid");
+    crate::Submission {
+        tenant: crate::DEFAULT_TENANT,
+        priority: 0,
+        as_batch: false,
+        grid: None,
+        label: None,
+        jobs: vec![job; count],
+        idempotency: None,
+    }
+}
+
+/// For tests: a worker registered on `q`.
+#[cfg(test)]
+async fn registered_worker(q: &PgQueue) -> uuid::Uuid {
+    let info = crate::WorkerInfo {
+        hostname: "test-host".into(),
+        pid: std::process::id(),
+        concurrency: 3,
+    };
+    q.register_worker(info).await.expect("register")
+}
+
 #[cfg(test)]
 async fn listening_backends(q: &PgQueue) -> i64 {
     sqlx::query_scalar(

@@ -125,11 +125,8 @@ mod on_postgres {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use mcq_kernel::Spec;
-
-    use crate::postgres::{PgQueue, listening_backends};
+    use crate::postgres::{PgQueue, listening_backends, single_jobs};
     use crate::store::{PoolMode, QueueConfig, StoreError};
-    use crate::types::Submission;
 
     const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -154,22 +151,7 @@ mod on_postgres {
         let finished = pooled.finished_events();
         let _idle = pooled.idle_workers();
         assert!(!finished.covers_every_process());
-        let job = Spec {
-            runs: Some(1000),
-            ..Spec::default()
-        }
-        .validate()
-        .expect("valid");
-        let submission = Submission {
-            tenant: crate::DEFAULT_TENANT,
-            priority: 0,
-            as_batch: false,
-            grid: None,
-            label: None,
-            jobs: vec![job],
-            idempotency: None,
-        };
-        pooled.submit(submission, None).await.expect("submit");
+        pooled.submit(single_jobs(1), None).await.expect("submit");
         tokio::time::timeout(PATIENCE, work.wait(Duration::from_secs(3600)))
             .await
             .expect("its own submission wakes its workers");
