@@ -179,12 +179,7 @@ impl PgQueue {
                         }
                     }
                     Some(Payload::Wake(names)) => {
-                        let named = named.read().expect("the named workers");
-                        // An unreadable name may be ours: waking costs a claim.
-                        if names
-                            .split(',')
-                            .any(|n| Uuid::parse_str(n).map_or(true, |id| named.contains(&id)))
-                        {
+                        if names_ours(names, &named.read().expect("the named workers")) {
                             work.wake();
                         }
                     }
@@ -254,9 +249,22 @@ fn work_payload(payload: &str) -> Payload<'_> {
     }
 }
 
+/// Whether a `wake:` announcement's comma-separated `names` name one of
+/// `ours`. An unreadable name may be ours: it counts, since waking costs
+/// a claim and sleeping through work costs a poll.
+fn names_ours(names: &str, ours: &HashSet<Uuid>) -> bool {
+    names
+        .split(',')
+        .any(|n| Uuid::parse_str(n).map_or(true, |id| ours.contains(&id)))
+}
+
 #[cfg(test)]
 mod payloads {
-    use super::{Payload, work_payload};
+    use std::collections::HashSet;
+
+    use uuid::Uuid;
+
+    use super::{Payload, names_ours, work_payload};
 
     #[test]
     fn payloads_are_told_apart_by_their_prefix() {
@@ -264,6 +272,19 @@ mod payloads {
         assert_eq!(work_payload("wake:a,b"), Payload::Wake("a,b"));
         assert_eq!(work_payload(""), Payload::Work);
         assert_eq!(work_payload("wakeup"), Payload::Work);
+    }
+
+    #[test]
+    fn a_wake_up_is_ours_if_it_names_us_or_cannot_be_read() {
+        let (me, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let ours = HashSet::from([me]);
+        assert!(names_ours(&format!("{other},{me}"), &ours));
+        assert!(!names_ours(&other.to_string(), &ours));
+        assert!(!names_ours(&other.to_string(), &HashSet::new()));
+        // Anyone who can connect can NOTIFY: garbage wakes, at a claim's cost.
+        for hostile in ["", "not-a-uuid", &format!("{other},"), &"x".repeat(7000)] {
+            assert!(names_ours(hostile, &ours), "{hostile:.20}");
+        }
     }
 }
 
