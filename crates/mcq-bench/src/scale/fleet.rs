@@ -63,6 +63,7 @@ pub(crate) async fn run_size(
     workers: usize,
 ) -> anyhow::Result<SizeRow> {
     let tasks = workers as u64 * u64::from(plan.slots) * u64::from(plan.rounds);
+    let tiny = tiny_spec(plan)?;
     let hold = plan.task;
     let shutdown = CancellationToken::new();
     let mut fleet = JoinSet::new();
@@ -103,7 +104,7 @@ pub(crate) async fn run_size(
         control,
         database,
         (workers, start_ticks),
-        (tasks, &holds),
+        (tasks, &holds, &tiny),
         &mut fleet,
     )
     .await;
@@ -119,21 +120,22 @@ pub(crate) async fn run_size(
         gaps.extend(pickup::gaps(&spans));
     }
     // Then the same fleet at rest, while it still runs.
-    let at_rest = match &outcome {
-        Ok(_) => Some(
+    let at_rest = if outcome.is_ok() {
+        Some(
             idle::run(
                 control,
                 &plan.database_url,
                 database,
                 workers,
-                &tiny_spec(plan)?,
+                &tiny,
                 // Seeds past the batch's, the probe's and the warm-up's.
                 plan.seed + 4 * tasks + 1_000,
             )
             .await
             .context("sending single jobs to the idle fleet"),
-        ),
-        Err(_) => None,
+        )
+    } else {
+        None
     };
     shutdown.cancel();
     let mut reports = WorkerReport::default();
@@ -194,7 +196,7 @@ async fn measure(
     control: &Store,
     database: Database,
     (workers, start_ticks): (usize, Option<u64>),
-    (tasks, holds): (u64, &[Arc<HoldSpans>]),
+    (tasks, holds, tiny): (u64, &[Arc<HoldSpans>], &ValidSpec),
     fleet: &mut JoinSet<anyhow::Result<WorkerReport>>,
 ) -> anyhow::Result<SizeRow> {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -211,7 +213,6 @@ async fn measure(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let tiny = tiny_spec(plan)?;
     let jobs: Vec<ValidSpec> = (0..tasks).map(|i| tiny.with_seed(plan.seed + i)).collect();
     let ideal_ms =
         tasks as f64 * plan.task.as_secs_f64() * 1e3 / (workers as f64 * f64::from(plan.slots));
