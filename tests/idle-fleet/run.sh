@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # What single requests cost the database while a fleet of real `mcq
 # worker` processes waits for work: N one-slot workers and an API server
-# start against a fresh database, go idle, and then JOBS single jobs are
-# submitted through the HTTP API at RATE per second. Prints the database's
-# CPU per job (the idle workers' polling over the same time included, read
-# from /proc as `mcq bench scale` reads it), and, where the server has
-# pg_stat_statements loaded, how many claims the fleet made and how many
-# tasks they returned. Results: docs/results.md ("Single jobs into an idle
-# fleet").
+# start against a fresh database, go idle, rest for REST seconds, and then
+# JOBS single jobs are submitted through the HTTP API at RATE per second.
+# Prints what the resting fleet costs the database (CPU milliseconds per
+# second), the database's CPU per job (the idle workers' polling over the
+# same time included), both read from /proc as `mcq bench scale` reads
+# it, and, where the server has pg_stat_statements loaded, how many claims
+# the fleet made and how many tasks they returned. Results:
+# docs/results.md ("A fleet at rest", "Single jobs into an idle fleet").
 #
 #   deploy/pg-local.sh start                  # a local PostgreSQL
 #   cargo build --release -p mcq
 #   tests/idle-fleet/run.sh                   # 64 workers, 100 jobs at 10/s
 #   WORKERS=128 JOBS=100 RATE=10 MCQ=target/release/mcq tests/idle-fleet/run.sh
+#   WORKERS=256 JOBS=0 REST=10 tests/idle-fleet/run.sh   # the resting fleet only
 #
 # Needs psql and curl on PATH, and the server's data directory readable
 # (MCQ_PG_DIR, as for deploy/pg-local.sh) for its postmaster's pid.
@@ -24,6 +26,7 @@ data=${MCQ_PG_DIR:-/tmp/mcq-pg-local}/data
 workers=${WORKERS:-64}
 jobs=${JOBS:-100}
 rate=${RATE:-10}
+rest=${REST:-10}
 mcq=${MCQ:-$repo/target/release/mcq}
 listen=${LISTEN:-127.0.0.1:18099}
 base=postgres://postgres@127.0.0.1:$port
@@ -63,6 +66,15 @@ for _ in $(seq 1800); do
     sleep 0.1
 done
 [ "$idle" -ge "$workers" ] || { echo "run.sh: only $idle of $workers workers went idle" >&2; exit 1; }
+hz=$(getconf CLK_TCK)
+if [ "$rest" -gt 0 ]; then
+    before=$(ticks)
+    sleep "$rest"
+    after=$(ticks)
+    echo "workers $workers  at rest for ${rest} s  database CPU ms per second" \
+        "$(awk -v t=$((after - before)) -v h="$hz" -v s="$rest" 'BEGIN { printf "%.1f", t * 1000 / h / s }')"
+fi
+[ "$jobs" -gt 0 ] || exit 0
 $statements && psql_ -d "$db" -c "SELECT pg_stat_statements_reset()" >/dev/null
 before=$(ticks)
 started=$(date +%s.%N)
@@ -76,7 +88,6 @@ done
 sleep 2
 after=$(ticks)
 seconds=$(awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
-hz=$(getconf CLK_TCK)
 done_jobs=$(psql_ -d "$db" -Atc "SELECT count(*) FROM jobs WHERE state = 'succeeded'")
 # Submission to claim, both on the database's clock.
 pickup=$(psql_ -d "$db" -Atc "SELECT format('%s / %s ms',

@@ -92,7 +92,15 @@ SELECT id, NULL, NULL FROM requeued";
 /// With `$9` (seconds) it takes the fleet's reaper turn if no worker reaped
 /// within that gap, as `take_reaper_turn` does, and says so in a row with
 /// only `reaper_turn` set: one round trip a heartbeat interval, not two.
-const HEARTBEAT_READ: &str = "
+/// A heartbeat that adds no counts (every heartbeat of an idle worker)
+/// commits without waiting for the disk: what it writes (the worker alive,
+/// the reaper turn taken, its idle mark cleared, its draining flag and
+/// throughput) is written again by the next heartbeat, a turn lost in a
+/// crash is taken again, and a flush per heartbeat was about half of what
+/// an idle fleet cost the database. Counts wait for the disk, as the
+/// completions that recorded them did. (`set_config(…, true)` lasts to the
+/// commit; the branch returns no row.)
+pub(super) const HEARTBEAT_READ: &str = "
 WITH turn AS (
     UPDATE reaper_turn SET reaped_at = now()
     WHERE $9::float8 IS NOT NULL AND reaped_at <= now() - make_interval(secs => $9)
@@ -117,7 +125,12 @@ UNION ALL
  FROM workers w
  WHERE $6 AND cardinality($2::int8[]) > 0 AND w.idle_since IS NOT NULL AND w.id <> $1
    AND w.last_heartbeat_at > now() - make_interval(secs => $3)
- LIMIT 1)";
+ LIMIT 1)
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL
+WHERE CASE WHEN $7 = 0 AND $8 = 0
+           THEN set_config('synchronous_commit', 'off', true) IS NULL
+           ELSE false END";
 
 /// Heartbeat, step 2 (only when step 1 found something to do): renews the
 /// due leases and tells, once, the held tasks of ended jobs by dropping
@@ -512,4 +525,58 @@ async fn requeue_jobs(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Connection as _;
+
+    use super::HEARTBEAT_READ;
+    use crate::QueueConfig;
+    use crate::postgres::{migrated, registered_worker};
+
+    /// The heartbeat of a worker with nothing to count (an idle one) ends
+    /// its transaction without waiting for the disk; one that adds counts
+    /// waits, whatever the session's setting.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_heartbeat_with_nothing_to_count_skips_the_flush() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = migrated(&db.url, QueueConfig::default()).await;
+        let w = registered_worker(&q).await;
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+        // The test cluster may run with it off for speed.
+        sqlx::query("SET synchronous_commit = on")
+            .execute(&mut conn)
+            .await
+            .expect("set");
+        for (tasks, jobs, commit) in [(0_i64, 0_i64, "off"), (3, 2, "on"), (0, 1, "on")] {
+            let mut tx = conn.begin().await.expect("begin");
+            let rows = sqlx::query(HEARTBEAT_READ)
+                .bind(w)
+                .bind(Vec::<i64>::new())
+                .bind(10.0_f64)
+                .bind(None::<bool>)
+                .bind(None::<i64>)
+                .bind(false)
+                .bind(tasks)
+                .bind(jobs)
+                .bind(None::<f64>)
+                .fetch_all(&mut *tx)
+                .await
+                .expect("heartbeat");
+            assert!(rows.is_empty(), "no leases, no turn, no peer: no rows");
+            let mode: String = sqlx::query_scalar("SHOW synchronous_commit")
+                .fetch_one(&mut *tx)
+                .await
+                .expect("show");
+            assert_eq!(
+                mode, commit,
+                "a heartbeat adding {tasks} tasks and {jobs} jobs commits with synchronous_commit {commit}"
+            );
+            tx.rollback().await.expect("rollback");
+        }
+        q.close().await;
+    }
 }
