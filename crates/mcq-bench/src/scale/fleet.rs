@@ -44,9 +44,9 @@ impl Database {
         }
     }
 
-    /// CPU ticks of the postmaster and its backends so far.
-    pub(crate) fn ticks(self) -> Option<u64> {
-        self.postmaster.and_then(cpu::tree_ticks)
+    /// Seconds of CPU of the postmaster and its backends so far.
+    pub(crate) fn cpu_seconds(self) -> Option<f64> {
+        self.postmaster.and_then(cpu::tree_seconds)
     }
 }
 
@@ -70,7 +70,7 @@ pub(crate) async fn run_size(
     let mut holds = Vec::with_capacity(workers);
     // The database's CPU from here to the end of the warm-up is what
     // starting the fleet cost it.
-    let start_ticks = database.ticks();
+    let start_cpu = database.cpu_seconds();
     let queue = QueueConfig {
         pool_size: plan.pool_size,
         // Every connection opened now, before the clock: a fleet's
@@ -103,7 +103,7 @@ pub(crate) async fn run_size(
         plan,
         control,
         database,
-        (workers, start_ticks),
+        (workers, start_cpu),
         (tasks, &holds, &tiny),
         &mut fleet,
     )
@@ -189,13 +189,13 @@ fn ms_before(origin: Instant, at: Instant) -> f64 {
 }
 
 /// Waits for the fleet to register, warms it up, submits the batch, waits
-/// for it to finish and reads the figures. `start_ticks` is the database's
+/// for it to finish and reads the figures. `start_cpu` is the database's
 /// CPU before the fleet connected.
 async fn measure(
     plan: &ScalePlan,
     control: &Store,
     database: Database,
-    (workers, start_ticks): (usize, Option<u64>),
+    (workers, start_cpu): (usize, Option<f64>),
     (tasks, holds, tiny): (u64, &[Arc<HoldSpans>], &ValidSpec),
     fleet: &mut JoinSet<anyhow::Result<WorkerReport>>,
 ) -> anyhow::Result<SizeRow> {
@@ -248,10 +248,9 @@ async fn measure(
     for spans in holds {
         spans.take();
     }
-    let db_before = database.ticks();
-    let warm_up_db_ms_per_worker = start_ticks
-        .zip(db_before)
-        .map(|(b, a)| a.saturating_sub(b) as f64 / cpu::ticks_per_second() * 1e3 / workers as f64);
+    let db_before = database.cpu_seconds();
+    let warm_up_db_ms_per_worker =
+        cpu::spent(start_cpu, db_before).map(|s| s * 1e3 / workers as f64);
     let own_before = cpu::own_ticks();
     let machine_before = cpu::machine_busy_ticks();
     let started = Instant::now();
@@ -279,7 +278,7 @@ async fn measure(
     )
     .await?;
     let wall = started.elapsed().as_secs_f64();
-    let db_after = database.ticks();
+    let db_after = database.cpu_seconds();
     // The job in flight is the fleet's to finish; the fleet still runs.
     probe_stop.cancel();
     if let Some(probe) = probe {
@@ -302,9 +301,7 @@ async fn measure(
     let ideal_per_s = workers as f64 * f64::from(plan.slots) / plan.task.as_secs_f64();
     let throughput = tasks as f64 / (span_ms / 1e3);
     let tick = cpu::ticks_per_second();
-    let db_cpu_s = db_before
-        .zip(db_after)
-        .map(|(b, a)| a.saturating_sub(b) as f64 / tick);
+    let db_cpu_s = cpu::spent(db_before, db_after);
     let own_cpu_s = own_before
         .zip(own_after)
         .map(|(b, a)| a.saturating_sub(b) as f64 / tick);

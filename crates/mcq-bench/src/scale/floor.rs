@@ -118,7 +118,7 @@ pub(crate) async fn run(
                 .with_context(|| format!("connecting minimal-queue loop {i}"))?,
         );
     }
-    let db_before = database.ticks();
+    let db_before = database.cpu_seconds();
     let started = Instant::now();
     let mut set = JoinSet::new();
     for conn in conns {
@@ -135,7 +135,7 @@ pub(crate) async fn run(
         done += joined.context("a minimal-queue loop panicked")??;
     }
     let wall = started.elapsed().as_secs_f64();
-    let db_after = database.ticks();
+    let db_after = database.cpu_seconds();
     if done != tasks {
         bail!("the minimal queue completed {done} of {tasks} tasks");
     }
@@ -147,9 +147,7 @@ pub(crate) async fn run(
     let span_s = span_s.filter(|s| *s > 0.0).context("no span measured")?;
     let throughput = tasks as f64 / span_s;
     let ideal = loops as f64 / hold.as_secs_f64();
-    let db_cpu_s = db_before
-        .zip(db_after)
-        .map(|(b, a)| a.saturating_sub(b) as f64 / cpu::ticks_per_second());
+    let db_cpu_s = cpu::spent(db_before, db_after);
     Ok(FloorRow {
         throughput_per_s: throughput,
         efficiency: throughput / ideal,

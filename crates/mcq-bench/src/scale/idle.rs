@@ -52,7 +52,7 @@ pub(crate) async fn run(
     settle(database_url, workers).await?;
     let mut events = control.finished_events();
     let mut pickups = Vec::with_capacity(JOBS);
-    let before = database.ticks();
+    let before = database.cpu_seconds();
     for k in 0..JOBS {
         let (view, _) = single::submit_and_wait(
             control,
@@ -69,15 +69,13 @@ pub(crate) async fn run(
         let waited = claimed - view.timings.submitted_at;
         pickups.push(waited.num_microseconds().unwrap_or(0) as f64 / 1e3);
     }
-    let after = database.ticks();
+    let after = database.cpu_seconds();
     pickups.sort_by(f64::total_cmp);
     Ok(IdleFigures {
         jobs: pickups.len(),
         pickup_p50_ms: quantile_sorted(&pickups, 0.5),
         pickup_p99_ms: quantile_sorted(&pickups, 0.99),
-        db_ms_per_job: before.zip(after).map(|(b, a)| {
-            a.saturating_sub(b) as f64 / cpu::ticks_per_second() * 1e3 / pickups.len() as f64
-        }),
+        db_ms_per_job: cpu::spent(before, after).map(|s| s * 1e3 / pickups.len() as f64),
     })
 }
 
