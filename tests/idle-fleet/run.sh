@@ -33,9 +33,9 @@ base=postgres://postgres@127.0.0.1:$port
 db=mcq_idle_fleet
 psql_() { PGOPTIONS="-c client_min_messages=warning" psql -q -X -h 127.0.0.1 -p "$port" -U postgres "$@"; }
 
-# `ticks`: the database's CPU so far.
-# shellcheck source=../pg-ticks.sh
-source "$here/../pg-ticks.sh"
+# `cpu_us`: the database's CPU so far.
+# shellcheck source=../pg-cpu.sh
+source "$here/../pg-cpu.sh"
 
 pids=()
 cleanup() {
@@ -66,17 +66,16 @@ for _ in $(seq 1800); do
     sleep 0.1
 done
 [ "$idle" -ge "$workers" ] || { echo "run.sh: only $idle of $workers workers went idle" >&2; exit 1; }
-hz=$(getconf CLK_TCK)
 if [ "$rest" -gt 0 ]; then
-    before=$(ticks)
+    before=$(cpu_us)
     sleep "$rest"
-    after=$(ticks)
+    after=$(cpu_us)
     echo "workers $workers  at rest for ${rest} s  database CPU ms per second" \
-        "$(awk -v t=$((after - before)) -v h="$hz" -v s="$rest" 'BEGIN { printf "%.1f", t * 1000 / h / s }')"
+        "$(awk -v t=$((after - before)) -v s="$rest" 'BEGIN { printf "%.1f", t / 1000 / s }')"
 fi
 [ "$jobs" -gt 0 ] || exit 0
 $statements && psql_ -d "$db" -c "SELECT pg_stat_statements_reset()" >/dev/null
-before=$(ticks)
+before=$(cpu_us)
 started=$(date +%s.%N)
 gap=$(awk -v r="$rate" 'BEGIN { printf "%.4f", 1 / r }')
 for j in $(seq "$jobs"); do
@@ -86,7 +85,7 @@ for j in $(seq "$jobs"); do
 done
 # The last job's worker finishes, records and goes idle again.
 sleep 2
-after=$(ticks)
+after=$(cpu_us)
 seconds=$(awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 done_jobs=$(psql_ -d "$db" -Atc "SELECT count(*) FROM jobs WHERE state = 'succeeded'")
 # Submission to claim, both on the database's clock.
@@ -95,8 +94,8 @@ pickup=$(psql_ -d "$db" -Atc "SELECT format('%s / %s ms',
         round(percentile_cont(0.99) WITHIN GROUP (ORDER BY w)::numeric, 1))
     FROM (SELECT extract(epoch FROM claimed_at - submitted_at) * 1000 AS w FROM jobs) p")
 echo "workers $workers  jobs $jobs ($done_jobs succeeded) at $rate/s over ${seconds} s" \
-    " database CPU ms per job $(awk -v t=$((after - before)) -v h="$hz" -v n="$jobs" \
-        'BEGIN { printf "%.1f", t * 1000 / h / n }')  pickup p50 / p99 $pickup"
+    " database CPU ms per job $(awk -v t=$((after - before)) -v n="$jobs" \
+        'BEGIN { printf "%.1f", t / 1000 / n }')  pickup p50 / p99 $pickup"
 if $statements; then
     psql_ -d "$db" -Atc "SELECT 'claims ' || coalesce(sum(calls), 0) || '  rows returned ' ||
         coalesce(sum(rows), 0) FROM pg_stat_statements

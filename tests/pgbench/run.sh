@@ -54,19 +54,18 @@ ANALYZE;
 SQL
 }
 
-# `ticks`: the database's CPU so far.
-# shellcheck source=../pg-ticks.sh
-source "$here/../pg-ticks.sh"
+# `cpu_us`: the database's CPU so far.
+# shellcheck source=../pg-cpu.sh
+source "$here/../pg-cpu.sh"
 
-hz=$(getconf CLK_TCK)
 for round in $(seq "$rounds"); do
     for script in "${scripts[@]}"; do
         fresh
-        before=$(ticks)
+        before=$(cpu_us)
         out=$(pgbench -n -h 127.0.0.1 -p "$port" -U postgres -M prepared -c "$clients" -j 2 \
             -T "$seconds" -D tid=0 -D tok=00000000-0000-0000-0000-000000000000 \
             -f "$here/$script" "$db" 2>&1)
-        after=$(ticks)
+        after=$(cpu_us)
         tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
         failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
         if [ -z "$tx" ] || [ "$tx" -eq 0 ]; then
@@ -74,7 +73,7 @@ for round in $(seq "$rounds"); do
             echo "$out" >&2
             exit 1
         fi
-        echo "round $round  $script  transactions $tx  failed ${failed:-0}  database CPU µs per transaction $(((after - before) * 1000000 / hz / tx))"
+        echo "round $round  $script  transactions $tx  failed ${failed:-0}  database CPU µs per transaction $(((after - before) / tx))"
     done
 done
 psql_ -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null
