@@ -31,6 +31,14 @@ mcq=${MCQ:-$repo/target/release/mcq}
 listen=${LISTEN:-127.0.0.1:18099}
 base=postgres://postgres@127.0.0.1:$port
 db=mcq_idle_fleet
+# Bad settings stop the run before anything starts, saying which.
+whole() { [[ $2 =~ ^[0-9]+$ ]] || { echo "run.sh: $1 must be a whole number, not '$2'" >&2; exit 2; }; }
+whole WORKERS "$workers"
+whole JOBS "$jobs"
+whole REST "$rest"
+[ "$workers" -gt 0 ] || { echo "run.sh: WORKERS must be at least 1" >&2; exit 2; }
+[[ $rate =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v r="$rate" 'BEGIN { exit !(r > 0) }' ||
+    { echo "run.sh: RATE must be a number of jobs per second above 0, not '$rate'" >&2; exit 2; }
 psql_() { PGOPTIONS="-c client_min_messages=warning" psql -q -X -h 127.0.0.1 -p "$port" -U postgres "$@"; }
 
 # `cpu_us`: the database's CPU so far.
