@@ -13,14 +13,35 @@
 //! and failing, and the call gives up as unavailable. A pool whose every
 //! connection is checked out (load, or long statements) is busy rather
 //! than cut off: the call goes on waiting, up to the acquire timeout.
+//!
+//! The pool hands out its idle connections oldest first, so a worker
+//! whose pool holds two (its claim connection and the one it listens on
+//! while idle) ran every other call on each, and its announcements of
+//! finished jobs (`herald.rs`) took whichever was idle: a fleet of N busy
+//! workers kept 2N backends at work on the database's cores, each colder
+//! in the caches than one backend doing all of its worker's calls. A
+//! connection given back is therefore kept for the next call of the store
+//! (one per store), as long as the pool has another idle one for anybody
+//! else. A kept connection skips the pool's check, which pings a
+//! connection before handing it out: so one kept for [`KEEP_FOR`] since
+//! its last check is pinged before its next call, and one that fails the
+//! ping is closed and the call goes to the pool.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use sqlx::Connection as _;
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgConnection, Postgres};
+use sqlx::postgres::{PgConnection, PgPool, Postgres};
+use tokio::sync::Notify;
+
+/// How long after its last check (the pool's, or a ping of its own) a
+/// kept connection serves the store's calls without another.
+const KEEP_FOR: Duration = Duration::from_secs(1);
 
 use super::PgQueue;
+use crate::store::QueueConfig;
 
 /// What the pool's connections are doing, counted by the queue itself
 /// (the pool counts connections being opened as in use, which is what a
@@ -31,6 +52,17 @@ pub(super) struct Checkouts {
     out: AtomicU32,
     /// Connections handed out since the pool opened.
     handed: AtomicU64,
+    /// The connection given back last, kept for the next call.
+    kept: Mutex<Kept>,
+    /// Wakes the calls waiting for the pool when a connection is kept.
+    keeping: Notify,
+}
+
+/// The connection a store keeps for its next call; none once it closes.
+#[derive(Debug, Default)]
+struct Kept {
+    conn: Option<(PoolConnection<Postgres>, Instant)>,
+    closed: bool,
 }
 
 impl Checkouts {
@@ -39,6 +71,35 @@ impl Checkouts {
         self.out.fetch_add(1, Ordering::AcqRel);
         self.handed.fetch_add(1, Ordering::AcqRel);
         Held(self.clone())
+    }
+
+    /// The kept connection, with when it was last checked.
+    fn take_kept(&self) -> Option<(PoolConnection<Postgres>, Instant)> {
+        self.kept.lock().expect("the kept connection").conn.take()
+    }
+
+    /// Keeps `conn` for the next call, unless one is kept already, the
+    /// store has closed, or the pool has no idle connection left (a call
+    /// may be waiting for the pool); then the pool takes it back.
+    fn keep(&self, conn: PoolConnection<Postgres>, since: Instant, pool: &PgPool) {
+        if pool.num_idle() > 0 {
+            let mut kept = self.kept.lock().expect("the kept connection");
+            if kept.conn.is_none() && !kept.closed {
+                kept.conn = Some((conn, since));
+                drop(kept);
+                self.keeping.notify_waiters();
+                return;
+            }
+        }
+        drop(conn);
+    }
+
+    /// Gives the kept connection back to the pool and keeps none from
+    /// now on: the pool closes only once every connection is back.
+    pub(super) fn close(&self) {
+        let mut kept = self.kept.lock().expect("the kept connection");
+        kept.closed = true;
+        drop(kept.conn.take());
     }
 
     fn out(&self) -> u32 {
@@ -60,24 +121,63 @@ impl Drop for Held {
     }
 }
 
-/// A pooled connection, counted while it is out.
+/// A pooled connection, counted while it is out, and kept for the
+/// store's next call when it is given back.
 #[derive(Debug)]
 pub(super) struct Conn {
-    conn: PoolConnection<Postgres>,
-    _held: Held,
+    /// Always `Some` until the drop.
+    conn: Option<PoolConnection<Postgres>>,
+    /// When the pool handed it out.
+    since: Instant,
+    pool: PgPool,
+    held: Held,
+}
+
+impl Conn {
+    fn new(conn: PoolConnection<Postgres>, since: Instant, pool: &PgPool, held: Held) -> Conn {
+        Conn {
+            conn: Some(conn),
+            since,
+            pool: pool.clone(),
+            held,
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.held.0.keep(conn, self.since, &self.pool);
+        }
+    }
 }
 
 impl std::ops::Deref for Conn {
     type Target = PgConnection;
     fn deref(&self) -> &PgConnection {
-        &self.conn
+        self.conn.as_ref().expect("a connection until the drop")
     }
 }
 
 impl std::ops::DerefMut for Conn {
     fn deref_mut(&mut self) -> &mut PgConnection {
-        &mut self.conn
+        self.conn.as_mut().expect("a connection until the drop")
     }
+}
+
+/// A kept connection, pinged first if its last check is [`KEEP_FOR`]
+/// old; none if the ping failed (the connection is closed).
+async fn checked(
+    (mut conn, since): (PoolConnection<Postgres>, Instant),
+) -> Option<(PoolConnection<Postgres>, Instant)> {
+    if since.elapsed() < KEEP_FOR {
+        return Some((conn, since));
+    }
+    if conn.ping().await.is_ok() {
+        return Some((conn, Instant::now()));
+    }
+    conn.close_on_drop();
+    None
 }
 
 /// Whether a wait for a connection should go on after a stretch of
@@ -88,28 +188,66 @@ fn keep_waiting(handed_during: bool, out: u32, max: u32) -> bool {
     handed_during || out >= max
 }
 
-impl PgQueue {
-    /// A connection from the pool, or `PoolTimedOut` once the pool has
-    /// failed to reach the server for `unreachable_after` (see the module
-    /// documentation).
-    pub(super) async fn conn(&self) -> Result<Conn, sqlx::Error> {
+/// Where a store's calls take their connections: the pool, the queue's
+/// count of what it handed out, and the connection kept for the next call.
+/// Cloned into the store's tasks (the herald), so that their calls reach
+/// the same backend as the store's own.
+#[derive(Debug, Clone)]
+pub(super) struct Connections {
+    pool: PgPool,
+    checkouts: Arc<Checkouts>,
+    config: Arc<QueueConfig>,
+}
+
+impl Connections {
+    /// A connection: the kept one, or one from the pool; `PoolTimedOut`
+    /// once the pool has failed to reach the server for
+    /// `unreachable_after` (see the module documentation).
+    pub(super) async fn get(&self) -> Result<Conn, sqlx::Error> {
+        let checkouts = &self.checkouts;
         let acquire = self.pool.acquire();
         tokio::pin!(acquire);
         loop {
-            let handed = self.checkouts.handed();
+            let handed = checkouts.handed();
+            let kept = checkouts.keeping.notified();
+            tokio::pin!(kept);
+            // Registered before the look, so a connection kept after it wakes this call.
+            kept.as_mut().enable();
+            if let Some(kept) = checkouts.take_kept()
+                && let Some((conn, since)) = checked(kept).await
+            {
+                return Ok(Conn::new(conn, since, &self.pool, checkouts.hold()));
+            }
             tokio::select! {
                 acquired = &mut acquire => {
                     let conn = acquired?;
-                    return Ok(Conn { conn, _held: self.checkouts.hold() });
+                    return Ok(Conn::new(conn, Instant::now(), &self.pool, checkouts.hold()));
                 }
+                () = kept => {}
                 () = tokio::time::sleep(self.config.unreachable_after) => {
-                    let during = self.checkouts.handed() != handed;
-                    if !keep_waiting(during, self.checkouts.out(), self.config.pool_size) {
+                    let during = checkouts.handed() != handed;
+                    if !keep_waiting(during, checkouts.out(), self.config.pool_size) {
                         return Err(sqlx::Error::PoolTimedOut);
                     }
                 }
             }
         }
+    }
+}
+
+impl PgQueue {
+    /// Where this store's calls take their connections.
+    pub(super) fn connections(&self) -> Connections {
+        Connections {
+            pool: self.pool.clone(),
+            checkouts: self.checkouts.clone(),
+            config: self.config.clone(),
+        }
+    }
+
+    /// A connection for one of the store's calls ([`Connections::get`]).
+    pub(super) async fn conn(&self) -> Result<Conn, sqlx::Error> {
+        self.connections().get().await
     }
 }
 
@@ -143,6 +281,8 @@ mod on_postgres {
 
     use crate::postgres::PgQueue;
     use crate::store::QueueConfig;
+
+    const PATIENCE: Duration = Duration::from_secs(30);
 
     /// A pool of one connection, held by a statement waiting for a lock
     /// for longer than `unreachable_after`: a second call waits for that
@@ -200,5 +340,96 @@ mod on_postgres {
             .await
             .expect("join")
             .expect("a busy pool is waited for, not called unreachable");
+    }
+
+    /// The backend of the connection `q` hands out next.
+    async fn backend(q: &PgQueue) -> i32 {
+        sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *q.conn().await.expect("a connection"))
+            .await
+            .expect("pg_backend_pid")
+    }
+
+    /// A store of two connections with both open and idle.
+    async fn two_open(url: &str) -> PgQueue {
+        let q = PgQueue::connect(url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        let (a, b) = (q.conn().await.expect("one"), q.conn().await.expect("two"));
+        drop((a, b));
+        assert_eq!(q.pool.size(), 2, "the default pool holds two connections");
+        q
+    }
+
+    /// One call after the other, a store's calls reach one backend, where
+    /// the pool alone (oldest idle connection first) alternated between
+    /// its two.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_one_after_the_other_reach_one_backend() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = two_open(&db.url).await;
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..10 {
+            seen.insert(backend(&q).await);
+        }
+        assert_eq!(seen.len(), 1, "backends {seen:?}");
+        // Two calls at once still get two connections.
+        let (a, b) = (q.conn().await.expect("one"), q.conn().await.expect("two"));
+        drop((a, b));
+        tokio::time::timeout(PATIENCE, q.close())
+            .await
+            .expect("the pool closes with a kept connection");
+    }
+
+    /// A kept connection past its check is pinged and kept, not handed
+    /// back to the pool, which would hand out the other one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_kept_connection_is_checked_and_kept() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = two_open(&db.url).await;
+        let pid = backend(&q).await;
+        tokio::time::sleep(super::KEEP_FOR + Duration::from_millis(200)).await;
+        assert_eq!(backend(&q).await, pid, "the call after the check");
+        assert_eq!(backend(&q).await, pid, "the call after that");
+        q.close().await;
+    }
+
+    /// A kept connection whose backend ended fails calls only until it
+    /// goes back through the pool, which drops it and opens another.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_kept_connection_that_broke_is_replaced() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = two_open(&db.url).await;
+        let pid = backend(&q).await;
+        let ended = mcq_testdb::query_i64(
+            &db.url,
+            &format!("SELECT pg_terminate_backend({pid})::int::int8"),
+        )
+        .await
+        .expect("terminate");
+        assert_eq!(ended, 1);
+        let start = std::time::Instant::now();
+        let mut failures = 0;
+        let next = loop {
+            let answer = sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()")
+                .fetch_one(&mut *q.conn().await.expect("a connection"))
+                .await;
+            match answer {
+                Ok(next) => break next,
+                Err(_) => failures += 1,
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "{failures} calls failed on the broken connection"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_ne!(next, pid, "a call reached the ended backend");
     }
 }

@@ -23,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::checkout::Connections;
 use super::{FINISHED_CHANNEL, PgQueue};
 
 /// Notifies per key how many of its jobs finished, in a transaction that
@@ -72,7 +73,7 @@ impl PgQueue {
     fn tell_herald(&self, notice: Notice) {
         let tx = self.herald.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(proclaim(self.pool.clone(), rx));
+            tokio::spawn(proclaim(self.connections(), rx));
             tx
         });
         // The herald ends only with the last sender, so this cannot fail.
@@ -82,7 +83,7 @@ impl PgQueue {
 
 /// The herald's loop: one notifying transaction for whatever gathered
 /// since the last. Ends when the store is dropped.
-async fn proclaim(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<Notice>) {
+async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Notice>) {
     while let Some(first) = rx.recv().await {
         let mut pending = BTreeMap::new();
         let mut flushes = Vec::new();
@@ -100,12 +101,17 @@ async fn proclaim(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<Notice>) {
         }
         if !pending.is_empty() {
             let (keys, counts): (Vec<Uuid>, Vec<i64>) = pending.into_iter().unzip();
-            let sent = sqlx::query(NOTIFY)
-                .bind(FINISHED_CHANNEL)
-                .bind(&keys)
-                .bind(&counts)
-                .execute(&pool)
-                .await;
+            let sent = match connections.get().await {
+                Ok(mut conn) => {
+                    sqlx::query(NOTIFY)
+                        .bind(FINISHED_CHANNEL)
+                        .bind(&keys)
+                        .bind(&counts)
+                        .execute(&mut *conn)
+                        .await
+                }
+                Err(err) => Err(err),
+            };
             if let Err(err) = sent {
                 // Waiters re-read on their own schedule; nothing is lost.
                 tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
@@ -240,6 +246,49 @@ mod on_postgres {
         );
         assert_eq!(next(&mut listener).await, format!("{batch}:2"));
         other.close().await;
+        q.close().await;
+    }
+
+    /// A completion's announcement goes out on the backend the completion
+    /// used: a busy one-slot worker keeps one backend at work, not two.
+    /// The store's pool holds two idle connections and hands out the
+    /// older first, so an announcement that took its connection from the
+    /// pool would reach the other backend.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_announcement_leaves_on_the_completion_s_backend() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = migrated(&db.url, QueueConfig::default()).await;
+        let (a, b) = (q.conn().await.expect("one"), q.conn().await.expect("two"));
+        drop((a, b));
+        assert_eq!(q.pool.size(), 2, "two connections open");
+        let mut listener = finished_listener(&db.url).await;
+        let batch = submit_batch(&q, 4).await;
+        let w = registered_worker(&q).await;
+        let mut claimed = q.claim(w, 1).await.expect("claim").tasks;
+        for round in 0..3 {
+            let task = claimed.pop().expect("a task");
+            let next_claim = q
+                .complete_and_claim(w, vec![done(&task)], 1)
+                .await
+                .expect("complete and claim");
+            claimed = next_claim.claimed.expect("a claim");
+            let note = tokio::time::timeout(PATIENCE, listener.recv())
+                .await
+                .expect("a notification within the patience")
+                .expect("the listener's connection");
+            assert_eq!(note.payload(), format!("{batch}:1"));
+            let completion: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(&mut *q.conn().await.expect("a connection"))
+                .await
+                .expect("pg_backend_pid");
+            assert_eq!(
+                i64::from(note.process_id()),
+                i64::from(completion),
+                "round {round}: announced from another backend than the completion's"
+            );
+        }
         q.close().await;
     }
 

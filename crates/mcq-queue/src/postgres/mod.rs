@@ -198,6 +198,7 @@ impl PgQueue {
     /// Closes the pool, once the announcements of finished jobs are out.
     pub(crate) async fn close(&self) {
         self.announced().await;
+        self.checkouts.close();
         self.pool.close().await;
     }
 
