@@ -3,6 +3,8 @@
 //! decide on [`StoreError::is_unavailable`](crate::StoreError::is_unavailable)
 //! without naming the driver.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// True for errors of reaching the database — no connection, a broken
 /// one, a closed or exhausted pool, a server shutting down or out of
 /// connections — or of a session bound (`postgres/session.rs`) cutting a
@@ -70,6 +72,26 @@ pub(crate) fn is_dropped(err: &sqlx::Error) -> bool {
             // 57P01-03 admin shutdown / crash shutdown / cannot connect now;
             // 08xxx connection exceptions.
             .is_some_and(|code| code.starts_with("57P0") || code.starts_with("08"))
+}
+
+/// Errors of a broken connection (`is_dropped`) seen by any store of this
+/// process so far. A store keeps the connection it gave back last for its
+/// next call (`postgres/checkout.rs`) only while this count has not moved
+/// since the connection was handed out, and checks a kept connection
+/// before its next call once the count moved: a server that restarted
+/// broke every connection to it, kept ones too.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `err` if its connection broke under it.
+pub(crate) fn note(err: &sqlx::Error) {
+    if is_dropped(err) {
+        DROPPED.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// How many errors of a broken connection this process has seen.
+pub(crate) fn dropped() -> u64 {
+    DROPPED.load(Ordering::Acquire)
 }
 
 /// Runs the read `op` again, a few times, while its connection breaks

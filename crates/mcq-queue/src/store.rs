@@ -19,7 +19,7 @@ use crate::types::*;
 pub enum StoreError {
     /// The database could not be reached or answered with an error.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[source] sqlx::Error),
     /// Migrations failed.
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -108,6 +108,13 @@ pub enum StoreError {
          through a pool in session mode, and start this process with --no-migrate"
     )]
     MigrateThroughTransactionPool,
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> StoreError {
+        crate::outage::note(&err);
+        StoreError::Database(err)
+    }
 }
 
 impl StoreError {
