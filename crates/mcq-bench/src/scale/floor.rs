@@ -43,6 +43,8 @@ const CLAIM: &str = "UPDATE mcq_bench_floor SET claimed_at = now() WHERE id = (
 const COMPLETE: &str =
     "UPDATE mcq_bench_floor SET done = true, finished_at = now() WHERE id = $1 AND NOT done";
 const LEFT: &str = "SELECT EXISTS (SELECT 1 FROM mcq_bench_floor WHERE claimed_at IS NULL)";
+const BACKEND: &str = "SELECT pg_backend_pid()";
+const CONNECTED: &str = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)";
 const SPAN: &str =
     "SELECT extract(epoch FROM max(finished_at) - min(claimed_at))::float8 FROM mcq_bench_floor";
 
@@ -59,6 +61,11 @@ pub struct FloorRow {
     pub db_cpu_per_task_us: Option<f64>,
     /// Database CPU over wall time.
     pub db_cores: Option<f64>,
+    /// The loops' backends still connected when the database's CPU was
+    /// read the second time: all of them, so that none of their CPU had
+    /// moved from its own nanosecond account to its parent's ticks.
+    #[serde(skip)]
+    pub backends_at_reading: usize,
 }
 
 /// (Re)creates the minimal queue's table, empty.
@@ -111,12 +118,17 @@ pub(crate) async fn run(
         .context("analysing the minimal queue")?;
     // Every loop connects before the clock starts, as mcq's fleet does.
     let mut conns = Vec::with_capacity(loops);
+    let mut backends = Vec::with_capacity(loops);
     for i in 0..loops {
-        conns.push(
-            PgConnection::connect(worker_url)
-                .await
-                .with_context(|| format!("connecting minimal-queue loop {i}"))?,
-        );
+        let mut conn = PgConnection::connect(worker_url)
+            .await
+            .with_context(|| format!("connecting minimal-queue loop {i}"))?;
+        let pid: i32 = sqlx::query_scalar(BACKEND)
+            .fetch_one(&mut conn)
+            .await
+            .context("a minimal-queue loop's backend")?;
+        backends.push(pid);
+        conns.push(conn);
     }
     let db_before = database.cpu_seconds();
     let started = Instant::now();
@@ -127,15 +139,30 @@ pub(crate) async fn run(
     let limit =
         Duration::from_secs_f64(tasks as f64 * hold.as_secs_f64() / loops as f64 * 20.0 + 120.0);
     let mut done = 0u64;
+    let mut finished = Vec::with_capacity(loops);
     while let Some(joined) =
         tokio::time::timeout(limit.saturating_sub(started.elapsed()), set.join_next())
             .await
             .context("the minimal queue did not finish in time")?
     {
-        done += joined.context("a minimal-queue loop panicked")??;
+        let (completed, conn) = joined.context("a minimal-queue loop panicked")??;
+        done += completed;
+        finished.push(conn);
     }
     let wall = started.elapsed().as_secs_f64();
+    // Read while the loops are still connected: a backend that ends moves
+    // its CPU to the postmaster's account of reaped children, in 10 ms
+    // ticks, and a size of a few dozen tasks could read nothing at all.
+    // mcq's fleet is read the same way, before it stops.
     let db_after = database.cpu_seconds();
+    let (backends_at_reading,): (i64,) = sqlx::query_as(CONNECTED)
+        .bind(&backends)
+        .fetch_one(&mut control)
+        .await
+        .context("counting the minimal queue's backends")?;
+    for conn in finished {
+        let _ = conn.close().await;
+    }
     if done != tasks {
         bail!("the minimal queue completed {done} of {tasks} tasks");
     }
@@ -154,12 +181,13 @@ pub(crate) async fn run(
         db_cpu_s,
         db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / tasks as f64),
         db_cores: db_cpu_s.map(|s| s / wall),
+        backends_at_reading: usize::try_from(backends_at_reading).unwrap_or(0),
     })
 }
 
 /// One loop: claim a row, hold it, complete it, until no row is left.
-/// Returns how many rows it completed.
-async fn run_loop(mut conn: PgConnection, hold: Duration) -> anyhow::Result<u64> {
+/// Returns how many rows it completed, and its connection, still open.
+async fn run_loop(mut conn: PgConnection, hold: Duration) -> anyhow::Result<(u64, PgConnection)> {
     let mut completed = 0;
     loop {
         let claimed: Option<i64> = sqlx::query_scalar(CLAIM)
@@ -191,6 +219,33 @@ async fn run_loop(mut conn: PgConnection, hold: Duration) -> anyhow::Result<u64>
         }
         completed += 1;
     }
-    let _ = conn.close().await;
-    Ok(completed)
+    Ok((completed, conn))
+}
+
+/// PostgreSQL: the minimal queue's CPU is read while its loops are still
+/// connected.
+#[cfg(test)]
+mod on_postgres {
+    use std::time::Duration;
+
+    use super::{prepare, remove, run};
+    use crate::scale::fleet::Database;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_loops_are_connected_when_their_cpu_is_read() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        prepare(&db.url).await.expect("prepare");
+        let database = Database::locate(&db.url).await;
+        let row = run(&db.url, &db.url, database, 3, 12, Duration::from_millis(2))
+            .await
+            .expect("the minimal queue runs");
+        remove(&db.url).await;
+        assert_eq!(row.backends_at_reading, 3, "{row:?}");
+        if database.postmaster.is_some() {
+            let cpu = row.db_cpu_s.expect("a reading");
+            assert!(cpu > 0.0, "{row:?}");
+        }
+    }
 }
