@@ -39,12 +39,12 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, Postgres};
 use tokio::sync::Notify;
 
+use super::PgQueue;
+use crate::store::QueueConfig;
+
 /// How long after its last check (the pool's, or a ping of its own) a
 /// kept connection serves the store's calls without another.
 const KEEP_FOR: Duration = Duration::from_secs(1);
-
-use super::PgQueue;
-use crate::store::QueueConfig;
 
 /// What the pool's connections are doing, counted by the queue itself
 /// (the pool counts connections being opened as in use, which is what a
@@ -227,38 +227,9 @@ pub(super) struct Connections {
 }
 
 impl Connections {
-    /// A connection: the kept one, or one from the pool; `PoolTimedOut`
-    /// once the pool has failed to reach the server for
-    /// `unreachable_after` (see the module documentation).
+    /// A connection, as [`checkout`] hands it out.
     pub(super) async fn get(&self) -> Result<Conn, sqlx::Error> {
-        let checkouts = &self.checkouts;
-        let acquire = self.pool.acquire();
-        tokio::pin!(acquire);
-        loop {
-            let handed = checkouts.handed();
-            let kept = checkouts.keeping.notified();
-            tokio::pin!(kept);
-            // Registered before the look, so a connection kept after it wakes this call.
-            kept.as_mut().enable();
-            if let Some(kept) = checkouts.take_kept()
-                && let Some((conn, since)) = checked(kept).await
-            {
-                return Ok(Conn::new(conn, since, &self.pool, checkouts.hold()));
-            }
-            tokio::select! {
-                acquired = &mut acquire => {
-                    let conn = acquired?;
-                    return Ok(Conn::new(conn, Instant::now(), &self.pool, checkouts.hold()));
-                }
-                () = kept => {}
-                () = tokio::time::sleep(self.config.unreachable_after) => {
-                    let during = checkouts.handed() != handed;
-                    if !keep_waiting(during, checkouts.out(), self.config.pool_size) {
-                        return Err(sqlx::Error::PoolTimedOut);
-                    }
-                }
-            }
-        }
+        checkout(&self.pool, &self.checkouts, &self.config).await
     }
 }
 
@@ -272,9 +243,46 @@ impl PgQueue {
         }
     }
 
-    /// A connection for one of the store's calls ([`Connections::get`]).
+    /// A connection for one of the store's calls ([`checkout`]).
     pub(super) async fn conn(&self) -> Result<Conn, sqlx::Error> {
-        self.connections().get().await
+        checkout(&self.pool, &self.checkouts, &self.config).await
+    }
+}
+
+/// A connection: the kept one, or one from the pool; `PoolTimedOut` once
+/// the pool has failed to reach the server for `unreachable_after` (see
+/// the module documentation).
+async fn checkout(
+    pool: &PgPool,
+    checkouts: &Arc<Checkouts>,
+    config: &QueueConfig,
+) -> Result<Conn, sqlx::Error> {
+    let acquire = pool.acquire();
+    tokio::pin!(acquire);
+    loop {
+        let handed = checkouts.handed();
+        let kept = checkouts.keeping.notified();
+        tokio::pin!(kept);
+        // Registered before the look, so a connection kept after it wakes this call.
+        kept.as_mut().enable();
+        if let Some(kept) = checkouts.take_kept()
+            && let Some((conn, since)) = checked(kept).await
+        {
+            return Ok(Conn::new(conn, since, pool, checkouts.hold()));
+        }
+        tokio::select! {
+            acquired = &mut acquire => {
+                let conn = acquired?;
+                return Ok(Conn::new(conn, Instant::now(), pool, checkouts.hold()));
+            }
+            () = kept => {}
+            () = tokio::time::sleep(config.unreachable_after) => {
+                let during = checkouts.handed() != handed;
+                if !keep_waiting(during, checkouts.out(), config.pool_size) {
+                    return Err(sqlx::Error::PoolTimedOut);
+                }
+            }
+        }
     }
 }
 

@@ -101,17 +101,15 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
         }
         if !pending.is_empty() {
             let (keys, counts): (Vec<Uuid>, Vec<i64>) = pending.into_iter().unzip();
-            let sent = match connections.get().await {
-                Ok(mut conn) => {
-                    sqlx::query(NOTIFY)
-                        .bind(FINISHED_CHANNEL)
-                        .bind(&keys)
-                        .bind(&counts)
-                        .execute(&mut *conn)
-                        .await
-                }
-                Err(err) => Err(err),
-            };
+            let sent = async {
+                sqlx::query(NOTIFY)
+                    .bind(FINISHED_CHANNEL)
+                    .bind(&keys)
+                    .bind(&counts)
+                    .execute(&mut *connections.get().await?)
+                    .await
+            }
+            .await;
             if let Err(err) = sent {
                 // Waiters re-read on their own schedule; nothing is lost.
                 tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
