@@ -29,6 +29,14 @@
 //! when a store of the process saw a connection break while it was out
 //! (`crate::outage::dropped`): the pool takes it back and checks it, and
 //! one kept before the break is pinged before its next call.
+//!
+//! Nor is a connection kept while a call of the store waits for the pool:
+//! it goes back to the pool, which hands it to that call. A call waiting
+//! for the pool never gives up its wait for a kept connection either, as
+//! that would drop the pool's acquire midway: the pool pings an idle
+//! connection before handing it out, and an acquire dropped during that
+//! ping closes the connection, which a server whose connection slots are
+//! all taken does not let the pool open again.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,7 +45,6 @@ use std::time::{Duration, Instant};
 use sqlx::Connection as _;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, Postgres};
-use tokio::sync::Notify;
 
 use super::PgQueue;
 use crate::store::QueueConfig;
@@ -55,10 +62,9 @@ pub(super) struct Checkouts {
     out: AtomicU32,
     /// Connections handed out since the pool opened.
     handed: AtomicU64,
-    /// The connection given back last, kept for the next call.
+    /// The connection given back last, kept for the next call, and the
+    /// calls waiting for the pool.
     kept: Mutex<Kept>,
-    /// Wakes the calls waiting for the pool when a connection is kept.
-    keeping: Notify,
 }
 
 /// A kept connection, with when it was last checked and the count of
@@ -70,11 +76,15 @@ struct Keeping {
     dropped: u64,
 }
 
-/// The connection a store keeps for its next call; none once it closes.
+/// The connection a store keeps for its next call; none once it closes,
+/// nor while a call waits for the pool (so a call that finds none waits
+/// for the pool, and is handed what the others give back).
 #[derive(Debug, Default)]
 struct Kept {
     conn: Option<Keeping>,
     closed: bool,
+    /// Calls waiting for the pool.
+    waiting: u32,
 }
 
 impl Checkouts {
@@ -85,29 +95,36 @@ impl Checkouts {
         Held(self.clone())
     }
 
-    /// The kept connection.
-    fn take_kept(&self) -> Option<Keeping> {
-        self.kept.lock().expect("the kept connection").conn.take()
+    /// The kept connection, or else a place among the calls waiting for
+    /// the pool until the returned guard drops.
+    fn kept_or_wait(self: &Arc<Self>) -> Result<Keeping, Waiting> {
+        let mut kept = self.kept.lock().expect("the kept connection");
+        match kept.conn.take() {
+            Some(conn) => Ok(conn),
+            None => {
+                kept.waiting += 1;
+                Err(Waiting(self.clone()))
+            }
+        }
     }
 
     /// Keeps `conn`, last checked at `since`, for the next call, unless
-    /// one is kept already, the store has closed, the pool has no idle
-    /// connection left (a call may be waiting for the pool), or a
-    /// connection broke since `conn` was handed out (`dropped`, the count
-    /// then); otherwise the pool takes it back.
+    /// one is kept already, the store has closed, a call waits for the
+    /// pool, the pool has no idle connection left (a call of another
+    /// store of the pool may be waiting), or a connection broke since
+    /// `conn` was handed out (`dropped`, the count then); otherwise the
+    /// pool takes it back.
     fn keep(&self, conn: PoolConnection<Postgres>, since: Instant, dropped: u64, pool: &PgPool) {
         // A connection broke somewhere while this one was out: perhaps
         // this one, so the pool takes it back and checks it.
         if pool.num_idle() > 0 && crate::outage::dropped() == dropped {
             let mut kept = self.kept.lock().expect("the kept connection");
-            if kept.conn.is_none() && !kept.closed {
+            if kept.conn.is_none() && !kept.closed && kept.waiting == 0 {
                 kept.conn = Some(Keeping {
                     conn,
                     checked: since,
                     dropped,
                 });
-                drop(kept);
-                self.keeping.notify_waiters();
                 return;
             }
         }
@@ -128,6 +145,15 @@ impl Checkouts {
 
     fn handed(&self) -> u64 {
         self.handed.load(Ordering::Acquire)
+    }
+}
+
+/// A call waiting for the pool, in the count of [`Checkouts`].
+struct Waiting(Arc<Checkouts>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.kept.lock().expect("the kept connection").waiting -= 1;
     }
 }
 
@@ -257,25 +283,27 @@ async fn checkout(
     checkouts: &Arc<Checkouts>,
     config: &QueueConfig,
 ) -> Result<Conn, sqlx::Error> {
+    // A kept connection whose ping fails is closed, and the next one kept
+    // meanwhile tried, until there is none: then the pool.
+    let _waiting = loop {
+        match checkouts.kept_or_wait() {
+            Ok(kept) => {
+                if let Some((conn, since)) = checked(kept).await {
+                    return Ok(Conn::new(conn, since, pool, checkouts.hold()));
+                }
+            }
+            Err(waiting) => break waiting,
+        }
+    };
     let acquire = pool.acquire();
     tokio::pin!(acquire);
     loop {
         let handed = checkouts.handed();
-        let kept = checkouts.keeping.notified();
-        tokio::pin!(kept);
-        // Registered before the look, so a connection kept after it wakes this call.
-        kept.as_mut().enable();
-        if let Some(kept) = checkouts.take_kept()
-            && let Some((conn, since)) = checked(kept).await
-        {
-            return Ok(Conn::new(conn, since, pool, checkouts.hold()));
-        }
         tokio::select! {
             acquired = &mut acquire => {
                 let conn = acquired?;
                 return Ok(Conn::new(conn, Instant::now(), pool, checkouts.hold()));
             }
-            () = kept => {}
             () = tokio::time::sleep(config.unreachable_after) => {
                 let during = checkouts.handed() != handed;
                 if !keep_waiting(during, checkouts.out(), config.pool_size) {
@@ -454,6 +482,43 @@ mod on_postgres {
         .await;
         assert_eq!(pids[1], pids[0], "the call after the check");
         assert_eq!(pids[2], pids[0], "the call after that");
+        q.close().await;
+    }
+
+    /// More calls at once than the pool has connections, round after
+    /// round, reach only the connections the pool opened at start: none
+    /// is closed on the way. A wait for the pool that gave up its acquire
+    /// for a kept connection while the pool pinged an idle one closed that
+    /// one, and the pool opened another.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_beyond_the_pool_close_none_of_its_connections() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let config = QueueConfig {
+            pool_size: 4,
+            pool_min: 4,
+            ..QueueConfig::default()
+        };
+        let q = PgQueue::connect(&db.url, Arc::new(config))
+            .await
+            .expect("connect");
+        let seen = undisturbed(|| async {
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..100 {
+                let mut calls = tokio::task::JoinSet::new();
+                for _ in 0..12 {
+                    let q = q.clone();
+                    calls.spawn(async move { backend(&q).await });
+                }
+                while let Some(pid) = calls.join_next().await {
+                    seen.insert(pid.expect("a call"));
+                }
+            }
+            seen
+        })
+        .await;
+        assert!(seen.len() <= 4, "{} backends: {seen:?}", seen.len());
         q.close().await;
     }
 
