@@ -36,7 +36,10 @@
 //! that would drop the pool's acquire midway: the pool pings an idle
 //! connection before handing it out, and an acquire dropped during that
 //! ping closes the connection, which a server whose connection slots are
-//! all taken does not let the pool open again.
+//! all taken does not let the pool open again. For the same reason the
+//! pool's acquire runs as a task of its own, which a call given up midway
+//! (a client that hung up, a timeout) leaves to finish: the connection it
+//! acquires then goes back to the pool.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -295,13 +298,21 @@ async fn checkout(
             Err(waiting) => break waiting,
         }
     };
-    let acquire = pool.acquire();
-    tokio::pin!(acquire);
+    // A task of its own: a call given up midway leaves it running, so the
+    // pool never has its ping of the idle connection it hands out cut
+    // short, which would close that connection; the connection then goes
+    // back to the pool.
+    let mut acquire = tokio::spawn(pool.acquire());
     loop {
         let handed = checkouts.handed();
         tokio::select! {
             acquired = &mut acquire => {
-                let conn = acquired?;
+                let conn = match acquired {
+                    Ok(acquired) => acquired?,
+                    Err(failed) if failed.is_panic() => std::panic::resume_unwind(failed.into_panic()),
+                    // The runtime is shutting down.
+                    Err(_) => return Err(sqlx::Error::PoolClosed),
+                };
                 return Ok(Conn::new(conn, Instant::now(), pool, checkouts.hold()));
             }
             () = tokio::time::sleep(config.unreachable_after) => {
@@ -514,6 +525,53 @@ mod on_postgres {
                 while let Some(pid) = calls.join_next().await {
                     seen.insert(pid.expect("a call"));
                 }
+            }
+            seen
+        })
+        .await;
+        assert!(seen.len() <= 4, "{} backends: {seen:?}", seen.len());
+        q.close().await;
+    }
+
+    /// Calls given up at any point of their wait (a client that hung up,
+    /// a timeout) close none of the pool's connections either: the pool's
+    /// ping of an idle connection it is about to hand out finishes, and
+    /// the connection goes back to the pool.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_given_up_close_none_of_its_connections() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let config = QueueConfig {
+            pool_size: 4,
+            pool_min: 4,
+            ..QueueConfig::default()
+        };
+        let q = PgQueue::connect(&db.url, Arc::new(config))
+            .await
+            .expect("connect");
+        let seen = undisturbed(|| async {
+            let mut seen = std::collections::BTreeSet::new();
+            for round in 0..100_u64 {
+                let mut calls = tokio::task::JoinSet::new();
+                for call in 0..12 {
+                    let q = q.clone();
+                    // Patience from nothing to 3 ms, spread over the calls.
+                    let patience = Duration::from_micros((round * 12 + call) * 997 % 3_000);
+                    calls.spawn(async move { tokio::time::timeout(patience, backend(&q)).await });
+                }
+                while let Some(pid) = calls.join_next().await {
+                    seen.extend(pid.expect("a call").ok());
+                }
+            }
+            // The pool's connections afterwards, each one's backend.
+            let open = tokio::join!(q.conn(), q.conn(), q.conn(), q.conn());
+            for conn in [open.0, open.1, open.2, open.3] {
+                let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                    .fetch_one(&mut *conn.expect("a connection"))
+                    .await
+                    .expect("pg_backend_pid");
+                seen.insert(pid);
             }
             seen
         })
