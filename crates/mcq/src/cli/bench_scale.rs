@@ -34,8 +34,10 @@ pub(crate) struct Args {
     /// How long each synthetic task holds its slot, in milliseconds.
     #[arg(long, default_value_t = 50, value_parser = count::<u64>(1..=60_000))]
     task_ms: u64,
-    /// Tasks per slot at each size (the batch is workers × slots × rounds).
-    #[arg(long, default_value_t = 40, value_parser = count::<u32>(1..=100_000))]
+    /// Tasks per slot at each size (the batch is workers × slots × rounds):
+    /// enough that the fleet's waking at the batch's start and its going
+    /// idle at the end weigh little on the per-task figures.
+    #[arg(long, default_value_t = 160, value_parser = count::<u32>(1..=100_000))]
     rounds: u32,
     /// Connections of each worker's pool, its LISTEN connection included
     /// (so at least 2, as for `mcq worker`).
