@@ -496,6 +496,43 @@ mod on_postgres {
         q.close().await;
     }
 
+    /// A store whose pool opens its 4 connections at start and keeps them.
+    async fn four_kept_open(url: &str) -> PgQueue {
+        let config = QueueConfig {
+            pool_size: 4,
+            pool_min: 4,
+            ..QueueConfig::default()
+        };
+        PgQueue::connect(url, Arc::new(config))
+            .await
+            .expect("connect")
+    }
+
+    /// The backends that 100 rounds of 12 calls at once reached, call `k`
+    /// of them given `patience(k)` if any (a call given up reached none).
+    async fn crowd(
+        q: &PgQueue,
+        patience: impl Fn(u64) -> Option<Duration>,
+    ) -> std::collections::BTreeSet<i32> {
+        let mut seen = std::collections::BTreeSet::new();
+        for round in 0..100_u64 {
+            let mut calls = tokio::task::JoinSet::new();
+            for call in 0..12 {
+                let (q, patience) = (q.clone(), patience(round * 12 + call));
+                calls.spawn(async move {
+                    match patience {
+                        Some(patience) => tokio::time::timeout(patience, backend(&q)).await.ok(),
+                        None => Some(backend(&q).await),
+                    }
+                });
+            }
+            while let Some(pid) = calls.join_next().await {
+                seen.extend(pid.expect("a call"));
+            }
+        }
+        seen
+    }
+
     /// More calls at once than the pool has connections, round after
     /// round, reach only the connections the pool opened at start: none
     /// is closed on the way. A wait for the pool that gave up its acquire
@@ -506,29 +543,8 @@ mod on_postgres {
         let Some(db) = mcq_testdb::postgres().await else {
             return;
         };
-        let config = QueueConfig {
-            pool_size: 4,
-            pool_min: 4,
-            ..QueueConfig::default()
-        };
-        let q = PgQueue::connect(&db.url, Arc::new(config))
-            .await
-            .expect("connect");
-        let seen = undisturbed(|| async {
-            let mut seen = std::collections::BTreeSet::new();
-            for _ in 0..100 {
-                let mut calls = tokio::task::JoinSet::new();
-                for _ in 0..12 {
-                    let q = q.clone();
-                    calls.spawn(async move { backend(&q).await });
-                }
-                while let Some(pid) = calls.join_next().await {
-                    seen.insert(pid.expect("a call"));
-                }
-            }
-            seen
-        })
-        .await;
+        let q = four_kept_open(&db.url).await;
+        let seen = undisturbed(|| crowd(&q, |_| None)).await;
         assert!(seen.len() <= 4, "{} backends: {seen:?}", seen.len());
         q.close().await;
     }
@@ -542,28 +558,10 @@ mod on_postgres {
         let Some(db) = mcq_testdb::postgres().await else {
             return;
         };
-        let config = QueueConfig {
-            pool_size: 4,
-            pool_min: 4,
-            ..QueueConfig::default()
-        };
-        let q = PgQueue::connect(&db.url, Arc::new(config))
-            .await
-            .expect("connect");
+        let q = four_kept_open(&db.url).await;
         let seen = undisturbed(|| async {
-            let mut seen = std::collections::BTreeSet::new();
-            for round in 0..100_u64 {
-                let mut calls = tokio::task::JoinSet::new();
-                for call in 0..12 {
-                    let q = q.clone();
-                    // Patience from nothing to 3 ms, spread over the calls.
-                    let patience = Duration::from_micros((round * 12 + call) * 997 % 3_000);
-                    calls.spawn(async move { tokio::time::timeout(patience, backend(&q)).await });
-                }
-                while let Some(pid) = calls.join_next().await {
-                    seen.extend(pid.expect("a call").ok());
-                }
-            }
+            // Patience from nothing to 3 ms, spread over the calls.
+            let mut seen = crowd(&q, |k| Some(Duration::from_micros(k * 997 % 3_000))).await;
             // The pool's connections afterwards, each one's backend.
             let open = tokio::join!(q.conn(), q.conn(), q.conn(), q.conn());
             for conn in [open.0, open.1, open.2, open.3] {
