@@ -448,7 +448,20 @@ mod on_postgres {
         let (a, b) = (q.conn().await.expect("one"), q.conn().await.expect("two"));
         drop((a, b));
         assert_eq!(q.pool.size(), 2, "the default pool holds two connections");
-        q
+        // The pool takes a connection back in a task of its own (a ping
+        // first): both back, idle or kept, before the test's calls.
+        let start = std::time::Instant::now();
+        loop {
+            let kept = q.checkouts.kept.lock().expect("kept").conn.is_some();
+            if q.pool.num_idle() + usize::from(kept) == 2 {
+                break q;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the connections never came back"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// One call after the other, a store's calls reach one backend, where
