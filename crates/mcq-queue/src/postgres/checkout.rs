@@ -345,6 +345,29 @@ mod tests {
     }
 }
 
+/// Opens both connections of `q`'s pool of two and waits until both are
+/// back, idle or kept: the pool takes a connection back in a task of its
+/// own (a ping first), so a test's first call could otherwise come before
+/// the second was idle, and the connection it gave back would not be kept.
+#[cfg(test)]
+pub(super) async fn open_both(q: &PgQueue) {
+    let (a, b) = (q.conn().await.expect("one"), q.conn().await.expect("two"));
+    drop((a, b));
+    assert_eq!(q.pool.size(), 2, "the default pool holds two connections");
+    let start = Instant::now();
+    loop {
+        let kept = q.checkouts.kept.lock().expect("kept").conn.is_some();
+        if q.pool.num_idle() + usize::from(kept) == 2 {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the connections never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// A busy pool is waited for, past `unreachable_after`.
 #[cfg(test)]
 mod on_postgres {
@@ -445,23 +468,8 @@ mod on_postgres {
         let q = PgQueue::connect(url, Arc::new(QueueConfig::default()))
             .await
             .expect("connect");
-        let (a, b) = (q.conn().await.expect("one"), q.conn().await.expect("two"));
-        drop((a, b));
-        assert_eq!(q.pool.size(), 2, "the default pool holds two connections");
-        // The pool takes a connection back in a task of its own (a ping
-        // first): both back, idle or kept, before the test's calls.
-        let start = std::time::Instant::now();
-        loop {
-            let kept = q.checkouts.kept.lock().expect("kept").conn.is_some();
-            if q.pool.num_idle() + usize::from(kept) == 2 {
-                break q;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "the connections never came back"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        super::open_both(&q).await;
+        q
     }
 
     /// One call after the other, a store's calls reach one backend, where

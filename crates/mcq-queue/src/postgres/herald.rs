@@ -258,9 +258,7 @@ mod on_postgres {
             return;
         };
         let q = migrated(&db.url, QueueConfig::default()).await;
-        let (a, b) = (q.conn().await.expect("one"), q.conn().await.expect("two"));
-        drop((a, b));
-        assert_eq!(q.pool.size(), 2, "two connections open");
+        crate::postgres::checkout::open_both(&q).await;
         let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 40).await;
         let w = registered_worker(&q).await;
