@@ -8,9 +8,9 @@
 //! its 503. So every statement takes its connection through
 //! [`PgQueue::conn`], which watches the wait: when a whole
 //! [`QueueConfig::unreachable_after`](crate::QueueConfig) passes in which
-//! the pool handed out no connection to anyone, although not every
-//! connection was at work, the pool has been trying to reach the server
-//! and failing, and the call gives up as unavailable. A pool whose every
+//! the pool handed out no connection to anyone and none was given back,
+//! although not every connection was at work, the pool has been trying to
+//! reach the server and failing, and the call gives up as unavailable. A pool whose every
 //! connection is checked out (load, or long statements) is busy rather
 //! than cut off: the call goes on waiting, up to the acquire timeout.
 //!
@@ -63,8 +63,10 @@ const KEEP_FOR: Duration = Duration::from_secs(1);
 pub(super) struct Checkouts {
     /// Connections handed out and not yet given back, `LISTEN` ones included.
     out: AtomicU32,
-    /// Connections handed out since the pool opened.
-    handed: AtomicU64,
+    /// Connections handed out or given back since the pool opened: one
+    /// given back is not idle yet (the pool pings it first, in a task of
+    /// its own), but the pool was at work.
+    moved: AtomicU64,
     /// The connection given back last, kept for the next call, and the
     /// calls waiting for the pool.
     kept: Mutex<Kept>,
@@ -94,7 +96,7 @@ impl Checkouts {
     /// Counts a connection as checked out until the returned guard drops.
     pub(super) fn hold(self: &Arc<Self>) -> Held {
         self.out.fetch_add(1, Ordering::AcqRel);
-        self.handed.fetch_add(1, Ordering::AcqRel);
+        self.moved.fetch_add(1, Ordering::AcqRel);
         Held(self.clone())
     }
 
@@ -146,8 +148,8 @@ impl Checkouts {
         self.out.load(Ordering::Acquire)
     }
 
-    fn handed(&self) -> u64 {
-        self.handed.load(Ordering::Acquire)
+    fn moved(&self) -> u64 {
+        self.moved.load(Ordering::Acquire)
     }
 }
 
@@ -167,6 +169,7 @@ pub(super) struct Held(Arc<Checkouts>);
 impl Drop for Held {
     fn drop(&mut self) {
         self.0.out.fetch_sub(1, Ordering::AcqRel);
+        self.0.moved.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -238,10 +241,10 @@ async fn checked(kept: Keeping) -> Option<(PoolConnection<Postgres>, Instant)> {
 
 /// Whether a wait for a connection should go on after a stretch of
 /// `unreachable_after` without one: only while the pool handed out a
-/// connection during the stretch, or every connection it may open is
-/// checked out.
-fn keep_waiting(handed_during: bool, out: u32, max: u32) -> bool {
-    handed_during || out >= max
+/// connection or took one back during the stretch, or every connection it
+/// may open is checked out.
+fn keep_waiting(moved_during: bool, out: u32, max: u32) -> bool {
+    moved_during || out >= max
 }
 
 /// Where a store's calls take their connections: the pool, the queue's
@@ -304,7 +307,7 @@ async fn checkout(
     // back to the pool.
     let mut acquire = tokio::spawn(pool.acquire());
     loop {
-        let handed = checkouts.handed();
+        let moved = checkouts.moved();
         tokio::select! {
             acquired = &mut acquire => {
                 let conn = match acquired {
@@ -316,7 +319,7 @@ async fn checkout(
                 return Ok(Conn::new(conn, Instant::now(), pool, checkouts.hold()));
             }
             () = tokio::time::sleep(config.unreachable_after) => {
-                let during = checkouts.handed() != handed;
+                let during = checkouts.moved() != moved;
                 if !keep_waiting(during, checkouts.out(), config.pool_size) {
                     return Err(sqlx::Error::PoolTimedOut);
                 }
@@ -327,12 +330,27 @@ async fn checkout(
 
 #[cfg(test)]
 mod tests {
-    use super::keep_waiting;
+    use std::sync::Arc;
+
+    use super::{Checkouts, keep_waiting};
+
+    /// A connection given back is the pool at work, as one handed out is:
+    /// the pool takes it back in a task of its own (a ping first), and a
+    /// wait whose stretch ended in between called a live pool unreachable.
+    #[test]
+    fn a_connection_given_back_counts_as_the_pool_at_work() {
+        let checkouts = Arc::new(Checkouts::default());
+        let held = checkouts.hold();
+        let before = checkouts.moved();
+        drop(held);
+        assert_ne!(checkouts.moved(), before);
+        assert_eq!(checkouts.out(), 0);
+    }
 
     #[test]
     fn a_wait_goes_on_only_while_the_pool_is_at_work() {
-        // (handed out during the stretch, checked out, most) → keep waiting
-        for (handed, out, max, wait) in [
+        // (handed out or given back during the stretch, checked out, most) → keep waiting
+        for (moved, out, max, wait) in [
             (true, 0, 16, true),
             (true, 16, 16, true),
             (false, 16, 16, true),
@@ -340,7 +358,7 @@ mod tests {
             (false, 0, 16, false),
             (false, 1, 1, true),
         ] {
-            assert_eq!(keep_waiting(handed, out, max), wait, "{handed} {out}/{max}");
+            assert_eq!(keep_waiting(moved, out, max), wait, "{moved} {out}/{max}");
         }
     }
 }
