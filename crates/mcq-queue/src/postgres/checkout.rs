@@ -395,6 +395,7 @@ mod on_postgres {
     use sqlx::Connection as _;
 
     use crate::postgres::PgQueue;
+    use crate::postgres::pooler::backend_pid;
     use crate::store::QueueConfig;
 
     const PATIENCE: Duration = Duration::from_secs(30);
@@ -475,8 +476,7 @@ mod on_postgres {
 
     /// The backend of the connection `q` hands out next.
     async fn backend(q: &PgQueue) -> i32 {
-        sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut *q.conn().await.expect("a connection"))
+        backend_pid(&mut q.conn().await.expect("a connection"))
             .await
             .expect("pg_backend_pid")
     }
@@ -604,8 +604,7 @@ mod on_postgres {
             // The pool's connections afterwards, each one's backend.
             let open = tokio::join!(q.conn(), q.conn(), q.conn(), q.conn());
             for conn in [open.0, open.1, open.2, open.3] {
-                let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-                    .fetch_one(&mut *conn.expect("a connection"))
+                let pid = backend_pid(&mut conn.expect("a connection"))
                     .await
                     .expect("pg_backend_pid");
                 seen.insert(pid);
@@ -635,8 +634,7 @@ mod on_postgres {
         .await
         .expect("terminate");
         assert_eq!(ended, 1);
-        let failed = sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()")
-            .fetch_one(&mut *q.conn().await.expect("a connection"))
+        let failed = backend_pid(&mut q.conn().await.expect("a connection"))
             .await
             .map_err(crate::StoreError::from)
             .expect_err("the call on the ended backend");

@@ -283,10 +283,10 @@ mod on_postgres {
             // The herald gives its connection back once the statement has
             // answered, a moment after the listener heard it.
             q.announced().await;
-            let completion: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-                .fetch_one(&mut *q.conn().await.expect("a connection"))
-                .await
-                .expect("pg_backend_pid");
+            let completion =
+                crate::postgres::pooler::backend_pid(&mut q.conn().await.expect("a connection"))
+                    .await
+                    .expect("pg_backend_pid");
             if crate::outage::dropped() != before {
                 continue;
             }

@@ -108,7 +108,7 @@ async fn prepared(conn: &mut PgConnection, sql: &'static str) -> Result<i32, sql
 
 /// The backend's process id, asked by a simple query: no prepared
 /// statement, which a transaction-mode pool may not keep.
-async fn backend_pid(conn: &mut PgConnection) -> Result<i32, sqlx::Error> {
+pub(super) async fn backend_pid(conn: &mut PgConnection) -> Result<i32, sqlx::Error> {
     let row = sqlx::raw_sql("SELECT pg_backend_pid()")
         .fetch_one(&mut *conn)
         .await?;
