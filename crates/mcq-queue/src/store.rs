@@ -171,9 +171,10 @@ pub struct QueueConfig {
     pub pool_min: u32,
     /// PostgreSQL: a call waiting for a connection gives up as unavailable
     /// once this long passes in which the pool handed out no connection
-    /// and took none back while some were free to open: the server is down or does not
-    /// answer. A pool with every connection at work is waited for (up to
-    /// 5 s). Also the longest restart of the server that reads ride out.
+    /// and took none back while some were free to open: the server is
+    /// down or does not answer. A pool with every connection at work is
+    /// waited for (up to 5 s). Also the longest restart of the server that
+    /// reads ride out.
     pub unreachable_after: Duration,
     /// PostgreSQL: whether each connection is a session of its own (direct,
     /// or a pool in session mode) or shares its server connection with
