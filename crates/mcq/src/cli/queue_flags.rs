@@ -39,9 +39,9 @@ pub(crate) struct QueueFlags {
     /// PostgreSQL: seconds, 0.1 to 5, after which a call waiting for a
     /// connection gives up as "database unavailable" (the API's 503) when
     /// the pool handed out none and took none back although it could open
-    /// more. A pool whose
-    /// every connection is at work is waited for up to 5 s. Raise it where
-    /// opening a connection takes longer (a server far away).
+    /// more. A pool whose every connection is at work is waited for up to
+    /// 5 s. Raise it where opening a connection takes longer (a server far
+    /// away).
     #[arg(long, env = "MCQ_DB_UNREACHABLE_AFTER", default_value = "0.9", value_parser = unreachable_after)]
     db_unreachable_after: Duration,
     /// PostgreSQL: `session` when each connection is a session of its own
