@@ -21,13 +21,14 @@
 //!   announces it is idle and that half holds more work than two claim
 //!   round trips.
 //! - **Flush** finished results when `complete_batch` of them wait,
-//!   `complete_wait` after the first one, or when nothing else is running
-//!   or waiting here; a claim made first carries them. Results that
-//!   finish while a claim is in flight wait for the next claim (within
-//!   `complete_wait`) rather than go in a call of their own: on a database
-//!   that is the fleet's bottleneck, claims are in flight most of the
-//!   time, and those extra calls cost more than they saved. At most one
-//!   claim and one flush are in flight at once.
+//!   `complete_wait` after the first one, or when nothing else is running,
+//!   waiting or being claimed here; a claim made first carries them.
+//!   Results that finish while a claim is in flight wait for the next
+//!   claim (within `complete_wait`) rather than go in a call of their own,
+//!   also when the slots have nothing left to run until that claim
+//!   answers: on a database that is the fleet's bottleneck, claims are in
+//!   flight most of the time, and those extra calls cost more than they
+//!   saved. At most one claim and one flush are in flight at once.
 //! - **Announce** once that this worker is idle when the queue is empty
 //!   and nothing is left here (not when its last claim found the work held
 //!   by other claims: there is work, and it claims again shortly).
@@ -252,7 +253,9 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
     }
 
     let idle = state.running == 0 && state.local == 0;
-    let flush_now = flush_due || idle;
+    // A worker whose slots wait for the claim in flight is not done: the
+    // claim's answer brings work, and the results ride the next claim.
+    let flush_now = flush_due || (idle && !state.claiming);
     if can_call && !state.flushing && state.pending > 0 && flush_now {
         return Decision::Flush;
     }
