@@ -28,6 +28,10 @@ use crate::held::Held;
 /// had accepted over the last minute, and offers to take the fleet's
 /// reaper turn (no worker reaped in the last half interval); a turn taken
 /// wakes [`reap`] through `reaper`.
+///
+/// A worker whose every lease was claimed within the last interval turns
+/// its work over faster than a heartbeat could tell it anything, and beats
+/// only every [`SPARSE`] intervals ([`beat_due`]).
 pub(crate) async fn renew_leases(
     store: Store,
     worker: Uuid,
@@ -42,12 +46,23 @@ pub(crate) async fn renew_leases(
     // After a stall, one prompt renewal is what matters, not a burst.
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     ticks.tick().await;
+    let sparse = sparse_gap(interval, store.config().lease);
+    let mut last_beat = tokio::time::Instant::now();
     let mut failing = false;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             _ = ticks.tick() => {}
         }
+        let now = tokio::time::Instant::now();
+        let oldest = held
+            .oldest_claim()
+            .map(|at| now.saturating_duration_since(at));
+        let draining = shutdown.is_cancelled();
+        if !draining && !failing && !beat_due(now - last_beat, oldest, interval, sparse) {
+            continue;
+        }
+        last_beat = now;
         let presented = held.snapshot();
         let pulse = WorkerPulse {
             draining: shutdown.is_cancelled(),
@@ -94,6 +109,42 @@ pub(crate) async fn renew_leases(
                 tracing::warn!(error = %err, held = held.len(), "heartbeat failed; leases may expire");
             }
         }
+    }
+}
+
+/// Heartbeat intervals between the beats of a worker whose leases are all
+/// younger than one interval.
+const SPARSE: u32 = 3;
+
+/// The longest gap between the beats of such a worker: [`SPARSE`]
+/// intervals, at most a third of the lease (so that the worker list, which
+/// calls a worker lost once its heartbeat is a lease old, never does), and
+/// at least one interval.
+fn sparse_gap(interval: Duration, lease: Duration) -> Duration {
+    (interval * SPARSE).min(lease / 3).max(interval)
+}
+
+/// Whether the heartbeat of this tick goes out, `since` the last one, with
+/// the longest-held lease claimed `oldest` ago (`None`: nothing held).
+///
+/// A heartbeat tells a worker of its cancelled tasks, of idle peers to hand
+/// prefetched work to, and renews leases past half their length. A worker
+/// whose every lease is younger than one interval (short tasks and their
+/// prefetch, turning over) finishes what it holds before any of that
+/// could matter, so it beats only every `sparse`: its liveness, its counts
+/// and its offer of the reaper turn. One that holds a lease an interval or
+/// longer, or holds nothing (an idle worker's beat commits without waiting
+/// for the disk), beats every interval.
+fn beat_due(
+    since: Duration,
+    oldest: Option<Duration>,
+    interval: Duration,
+    sparse: Duration,
+) -> bool {
+    match oldest {
+        // Ticks come an interval apart, give or take the loop's delays.
+        Some(age) if age < interval => since + interval / 2 >= sparse,
+        _ => true,
     }
 }
 
@@ -186,6 +237,40 @@ pub(crate) async fn prune(store: Store, interval: Duration, stop: CancellationTo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn only_a_worker_of_fresh_leases_beats_sparsely() {
+        let sparse = sparse_gap(S, 10 * S);
+        assert_eq!(sparse, 3 * S);
+        let cases = [
+            // (since the last beat, the oldest lease's age, beats)
+            (S, None, true),
+            (S, Some(S), true),
+            (S, Some(5 * S), true),
+            (S, Some(200 * MS), false),
+            (2 * S, Some(999 * MS), false),
+            (3 * S - 2 * MS, Some(50 * MS), true),
+            (3 * S, Some(Duration::ZERO), true),
+        ];
+        for (since, oldest, beats) in cases {
+            assert_eq!(
+                beat_due(since, oldest, S, sparse),
+                beats,
+                "{since:?} since the last beat, oldest lease {oldest:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sparse_gap_stays_within_a_third_of_the_lease() {
+        assert_eq!(sparse_gap(S, 10 * S), 3 * S);
+        assert_eq!(sparse_gap(S, 6 * S), 2 * S);
+        assert_eq!(sparse_gap(S, 3 * S), S);
+        assert_eq!(sparse_gap(2 * S, 3 * S), 2 * S, "never below one interval");
+    }
 
     #[test]
     fn throughput_counts_the_last_minute() {

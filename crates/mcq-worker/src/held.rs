@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use tokio::time::Instant;
+
 use tracing::Span;
 use uuid::Uuid;
 
@@ -46,6 +48,8 @@ struct Lease {
     trail: Trail,
     /// When the task's job was submitted, for the end-to-end histogram.
     submitted: Option<SystemTime>,
+    /// When this worker claimed it.
+    claimed: Instant,
 }
 
 /// What a compute slot takes with a task: its cancel flag and its span.
@@ -73,6 +77,7 @@ impl Held {
             told: false,
             trail: trail.clone(),
             submitted,
+            claimed: Instant::now(),
         };
         self.lock().insert((task_id, token), lease);
         Ticket { cancel, trail }
@@ -153,6 +158,11 @@ impl Held {
     /// Every lease still held.
     pub(crate) fn snapshot(&self) -> Vec<LeaseKey> {
         self.lock().keys().copied().collect()
+    }
+
+    /// When the longest-held lease was claimed; `None` when none is held.
+    pub(crate) fn oldest_claim(&self) -> Option<Instant> {
+        self.lock().values().map(|held| held.claimed).min()
     }
 
     pub(crate) fn len(&self) -> usize {
