@@ -40,10 +40,11 @@ use std::time::Duration;
 use mcq_queue::Store;
 use tokio_util::sync::CancellationToken;
 
-/// The default [`WorkerConfig::prefetch_window`]: against 100 ms it halves
-/// the calls a busy one-slot worker of 50 ms tasks makes, and the database's
-/// CPU per task falls by about a third (docs/results.md, "Scale").
-pub const DEFAULT_PREFETCH_WINDOW: Duration = Duration::from_millis(200);
+/// The default [`WorkerConfig::prefetch_window`]: a busy one-slot worker of
+/// 50 ms tasks claims four at a time and makes a call per four tasks; the
+/// database's CPU per task is about a third below that of a 200 ms window,
+/// for a batch's tail a little longer (docs/results.md, "Design decisions").
+pub const DEFAULT_PREFETCH_WINDOW: Duration = Duration::from_millis(400);
 
 /// Knobs of a worker; [`WorkerConfig::default`] is what `mcq worker` runs
 /// without flags.

@@ -880,23 +880,29 @@ fn calls_per_task_claims_taking(rules: &Rules, claim: Duration) -> f64 {
 }
 
 #[test]
-fn a_busy_one_slot_worker_calls_once_per_two_tasks_by_default() {
+fn a_busy_one_slot_worker_calls_once_per_four_tasks_by_default() {
     let rules = Rules::of(&crate::WorkerConfig::default(), 1);
     let by_default = calls_per_task(&rules);
     assert!(
-        (0.45..=0.6).contains(&by_default),
-        "{by_default} calls per task: the default window holds four 50 ms \
-         tasks and claims two at a time, with the results"
+        (0.2..=0.3).contains(&by_default),
+        "{by_default} calls per task: the default window holds eight 50 ms \
+         tasks and claims four at a time, with the results"
     );
-    // Half the window claims a task at a time: a call per task.
-    let narrow = Rules {
+    // Half the window: a call per two tasks; a quarter: a call per task.
+    let half = Rules {
         prefetch_window: rules.prefetch_window / 2,
+        ..rules.clone()
+    };
+    let half_calls = calls_per_task(&half);
+    assert!((0.45..=0.6).contains(&half_calls), "{half_calls}");
+    let quarter = Rules {
+        prefetch_window: rules.prefetch_window / 4,
         ..rules
     };
     assert!(
-        calls_per_task(&narrow) >= 0.95,
+        calls_per_task(&quarter) >= 0.95,
         "{}",
-        calls_per_task(&narrow)
+        calls_per_task(&quarter)
     );
 }
 
@@ -906,8 +912,12 @@ fn a_worker_waiting_on_a_slow_claim_keeps_its_results_for_the_next_one() {
     // than a task: the slot finishes, nothing is left to run, and the
     // claim has not answered. Recording the result then in a call of its
     // own made such a worker call about twice per three tasks. (Claims
-    // slower than `complete_wait` leave the results to it.)
-    let rules = Rules::of(&crate::WorkerConfig::default(), 1);
+    // slower than `complete_wait` leave the results to it.) A window of
+    // 200 ms claims two 50 ms tasks at a time.
+    let rules = Rules {
+        prefetch_window: 200 * MS,
+        ..Rules::of(&crate::WorkerConfig::default(), 1)
+    };
     for claim_ms in [0, 20, 60, 120, 180] {
         let calls = calls_per_task_claims_taking(&rules, claim_ms * MS);
         assert!(

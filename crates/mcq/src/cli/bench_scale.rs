@@ -59,7 +59,7 @@ pub(crate) struct Args {
     #[arg(long, default_value = "1s", value_parser = super::worker::poll)]
     poll: Duration,
     /// The workers' prefetch window in milliseconds, as `mcq worker
-    /// --prefetch-ms` (0 to 10000) [default: the worker's, 200].
+    /// --prefetch-ms` (0 to 10000) [default: the worker's, 400].
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     prefetch_ms: Option<u32>,
     /// Emulated link between the workers and the database (a profile or
