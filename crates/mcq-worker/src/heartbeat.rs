@@ -65,11 +65,11 @@ pub(crate) async fn renew_leases(
         last_beat = now;
         let presented = held.snapshot();
         let pulse = WorkerPulse {
-            draining: shutdown.is_cancelled(),
+            draining,
             tasks_last_minute: minute.sample(tokio::time::Instant::now(), counters.completed.get()),
             // A draining worker reaps no more (its reaper has stopped), so
             // it leaves the turn to the others.
-            reaper_gap: (!shutdown.is_cancelled()).then_some(interval / 2),
+            reaper_gap: (!draining).then_some(interval / 2),
         };
         match store.heartbeat_reporting(worker, &presented, pulse).await {
             Ok(reply) => {

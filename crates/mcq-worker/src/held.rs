@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use tokio::time::Instant;
-
 use tracing::Span;
 use uuid::Uuid;
 
