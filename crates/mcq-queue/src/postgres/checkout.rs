@@ -21,8 +21,9 @@
 //! workers kept 2N backends at work on the database's cores, each colder
 //! in the caches than one backend doing all of its worker's calls. A
 //! connection given back is therefore kept for the next call of the store
-//! (one per store), as long as the pool has another idle one for anybody
-//! else. A kept connection skips the pool's check, which pings a
+//! (one per store), unless a call of the store or its listener waits for
+//! the pool: only the store's calls and its listeners take connections
+//! from its pool. A kept connection skips the pool's check, which pings a
 //! connection before handing it out: so one kept for [`KEEP_FOR`] since
 //! its last check is pinged before its next call, and one that fails the
 //! ping is closed and the call goes to the pool. A connection is not kept
@@ -113,16 +114,31 @@ impl Checkouts {
         }
     }
 
+    /// A place among the calls waiting for the pool until the returned
+    /// guard drops, for a wait that does not go through [`checkout`] (a
+    /// listener's): the kept connection goes back to the pool, so that
+    /// the wait does not depend on a later call of the store to free it.
+    pub(super) fn wait_for_pool(self: &Arc<Self>) -> Waiting {
+        let mut kept = self.kept.lock().expect("the kept connection");
+        let freed = kept.conn.take();
+        kept.waiting += 1;
+        drop(kept);
+        drop(freed);
+        Waiting(self.clone())
+    }
+
     /// Keeps `conn`, last checked at `since`, for the next call, unless
-    /// one is kept already, the store has closed, a call waits for the
-    /// pool, the pool has no idle connection left (a call of another
-    /// store of the pool may be waiting), or a connection broke since
-    /// `conn` was handed out (`dropped`, the count then); otherwise the
-    /// pool takes it back.
-    fn keep(&self, conn: PoolConnection<Postgres>, since: Instant, dropped: u64, pool: &PgPool) {
+    /// one is kept already, the store has closed, a call or a listener of
+    /// the store waits for the pool, or a connection broke since `conn`
+    /// was handed out (`dropped`, the count then); otherwise the pool
+    /// takes it back. Whether the pool has another idle connection does
+    /// not matter: nothing else waits for it, and a busy worker whose
+    /// other connection listens would otherwise send every call through
+    /// the pool's check, a round trip each.
+    fn keep(&self, conn: PoolConnection<Postgres>, since: Instant, dropped: u64) {
         // A connection broke somewhere while this one was out: perhaps
         // this one, so the pool takes it back and checks it.
-        if pool.num_idle() > 0 && crate::outage::dropped() == dropped {
+        if crate::outage::dropped() == dropped {
             let mut kept = self.kept.lock().expect("the kept connection");
             if kept.conn.is_none() && !kept.closed && kept.waiting == 0 {
                 kept.conn = Some(Keeping {
@@ -154,7 +170,7 @@ impl Checkouts {
 }
 
 /// A call waiting for the pool, in the count of [`Checkouts`].
-struct Waiting(Arc<Checkouts>);
+pub(super) struct Waiting(Arc<Checkouts>);
 
 impl Drop for Waiting {
     fn drop(&mut self) {
@@ -183,17 +199,15 @@ pub(super) struct Conn {
     since: Instant,
     /// Broken connections seen in this process when it was handed out.
     dropped: u64,
-    pool: PgPool,
     held: Held,
 }
 
 impl Conn {
-    fn new(conn: PoolConnection<Postgres>, since: Instant, pool: &PgPool, held: Held) -> Conn {
+    fn new(conn: PoolConnection<Postgres>, since: Instant, held: Held) -> Conn {
         Conn {
             conn: Some(conn),
             since,
             dropped: crate::outage::dropped(),
-            pool: pool.clone(),
             held,
         }
     }
@@ -202,7 +216,7 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.held.0.keep(conn, self.since, self.dropped, &self.pool);
+            self.held.0.keep(conn, self.since, self.dropped);
         }
     }
 }
@@ -295,7 +309,7 @@ async fn checkout(
         match checkouts.kept_or_wait() {
             Ok(kept) => {
                 if let Some((conn, since)) = checked(kept).await {
-                    return Ok(Conn::new(conn, since, pool, checkouts.hold()));
+                    return Ok(Conn::new(conn, since, checkouts.hold()));
                 }
             }
             Err(waiting) => break waiting,
@@ -316,7 +330,7 @@ async fn checkout(
                     // The runtime is shutting down.
                     Err(_) => return Err(sqlx::Error::PoolClosed),
                 };
-                return Ok(Conn::new(conn, Instant::now(), pool, checkouts.hold()));
+                return Ok(Conn::new(conn, Instant::now(), checkouts.hold()));
             }
             () = tokio::time::sleep(config.unreachable_after) => {
                 let during = checkouts.moved() != moved;
@@ -532,6 +546,73 @@ mod on_postgres {
         .await;
         assert_eq!(pids[1], pids[0], "the call after the check");
         assert_eq!(pids[2], pids[0], "the call after that");
+        q.close().await;
+    }
+
+    /// Whether `q` keeps a connection now.
+    fn keeps(q: &PgQueue) -> bool {
+        q.checkouts.kept.lock().expect("the kept connection").conn.is_some()
+    }
+
+    /// Waits until `q` listens to the work channel.
+    async fn hears_work(q: &PgQueue) {
+        let start = std::time::Instant::now();
+        while !q.hears_work() {
+            assert!(start.elapsed() < PATIENCE, "the store never listened");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A store waiting for work until aborted; it listens meanwhile.
+    fn wait_for_work(q: &PgQueue) -> tokio::task::JoinHandle<()> {
+        let mut work = q.work_events();
+        tokio::spawn(async move {
+            loop {
+                work.wait(Duration::from_secs(3600)).await;
+            }
+        })
+    }
+
+    /// A worker whose other connection listens keeps the connection its
+    /// call gave back for its next call, rather than handing it to the
+    /// pool, whose check of it costs that call a round trip.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_is_kept_while_the_other_one_listens() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = two_open(&db.url).await;
+        let waiting = wait_for_work(&q);
+        hears_work(&q).await;
+        let kept = undisturbed(|| async {
+            drop(q.conn().await.expect("a call"));
+            keeps(&q)
+        })
+        .await;
+        assert!(kept, "the connection went back to the pool");
+        waiting.abort();
+        q.close().await;
+    }
+
+    /// A listener waiting for the pool gets the connection the store
+    /// kept: here the store's only one, which no later call gives back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_listener_gets_the_kept_connection() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let config = QueueConfig {
+            pool_size: 1,
+            ..QueueConfig::default()
+        };
+        let q = PgQueue::connect(&db.url, Arc::new(config))
+            .await
+            .expect("connect");
+        drop(q.conn().await.expect("a call"));
+        assert!(keeps(&q), "the call's connection is kept");
+        let waiting = wait_for_work(&q);
+        hears_work(&q).await;
+        waiting.abort();
         q.close().await;
     }
 

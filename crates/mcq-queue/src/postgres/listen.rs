@@ -334,9 +334,14 @@ async fn listen(
                 }
             }
         }
-        let connected = tokio::select! {
-            _ = &mut stop => return,
-            listener = subscribe(&pool, channel) => listener,
+        let connected = {
+            // Counted as a call waiting for the pool, so that the store's
+            // calls give their connections back to the pool meanwhile.
+            let _waiting = checkouts.wait_for_pool();
+            tokio::select! {
+                _ = &mut stop => return,
+                listener = subscribe(&pool, channel) => listener,
+            }
         };
         let mut listener = match connected {
             Ok(listener) => listener,
