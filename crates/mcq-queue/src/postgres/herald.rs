@@ -125,11 +125,13 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
 /// the store announces what it finished right after.
 #[cfg(test)]
 mod on_postgres {
+    use std::collections::BTreeMap;
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
     use mcq_kernel::{Spec, VarianceReduction};
+    use sqlx::Connection as _;
     use sqlx::postgres::PgListener;
     use uuid::Uuid;
 
@@ -301,6 +303,61 @@ mod on_postgres {
             }
         }
         assert_eq!(checked, 3, "rounds without a broken connection");
+        q.close().await;
+    }
+
+    /// A worker going idle right after recording its last results lets
+    /// the herald announce them first. Here the store has one connection,
+    /// and the idle mark, once it runs, waits on it for the worker's row,
+    /// which another session holds: the announcement is heard meanwhile,
+    /// since the mark waited for it before taking the connection. (On one
+    /// thread the mark, polled first, took the connection before the
+    /// herald ran, and nothing was heard until the row was let go.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_idle_mark_lets_the_announcements_before_it_go_first() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let config = QueueConfig {
+            pool_size: 1,
+            ..QueueConfig::default()
+        };
+        let q = migrated(&db.url, config).await;
+        let mut listener = finished_listener(&db.url).await;
+        let w = registered_worker(&q).await;
+        let mut holder = sqlx::PgConnection::connect(&db.url)
+            .await
+            .expect("connect");
+        let mut tx = holder.begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM workers WHERE id = $1 FOR UPDATE")
+            .bind(w)
+            .execute(&mut *tx)
+            .await
+            .expect("hold the worker's row");
+        let key = Uuid::now_v7();
+        q.announce_finished(BTreeMap::from([(key, 1)]));
+        let marked = std::cell::Cell::new(false);
+        let mark = async {
+            let done = q.announce_idle(w).await;
+            marked.set(true);
+            done
+        };
+        let (done, heard) = tokio::join!(mark, async {
+            let heard = tokio::time::timeout(PATIENCE, listener.recv()).await;
+            let waiting = !marked.get();
+            tx.rollback().await.expect("let the row go");
+            (heard, waiting)
+        });
+        let (heard, mark_waiting) = heard;
+        let note = heard
+            .expect("the announcement within the patience")
+            .expect("the listener's connection");
+        assert_eq!(note.payload(), format!("{key}:1"));
+        assert!(
+            mark_waiting,
+            "the announcement was heard only once the idle mark had ended ({done:?})"
+        );
+        done.expect("the idle mark");
         q.close().await;
     }
 

@@ -105,7 +105,14 @@ impl PgQueue {
     /// `NOTIFY` wakes each listening backend of the database (all of a
     /// resting fleet's), so the mark alone is what a worker going idle in a
     /// quiet fleet costs.
+    ///
+    /// The mark waits until the announcements of the jobs this store
+    /// finished have gone out: a worker goes idle right after recording
+    /// its last results, and the mark would otherwise take the connection
+    /// the herald was about to announce them on, so that a long poll
+    /// waiting for them heard of them a round trip or two later.
     pub(crate) async fn announce_idle(&self, worker: Uuid) -> Result<(), StoreError> {
+        self.announced().await;
         let counts = self.tally.take(worker);
         let hears = self.hears_work();
         if hears {
