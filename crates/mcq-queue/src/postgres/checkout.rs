@@ -551,7 +551,12 @@ mod on_postgres {
 
     /// Whether `q` keeps a connection now.
     fn keeps(q: &PgQueue) -> bool {
-        q.checkouts.kept.lock().expect("the kept connection").conn.is_some()
+        q.checkouts
+            .kept
+            .lock()
+            .expect("the kept connection")
+            .conn
+            .is_some()
     }
 
     /// Waits until `q` listens to the work channel.

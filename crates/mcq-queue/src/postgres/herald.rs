@@ -325,9 +325,7 @@ mod on_postgres {
         let q = migrated(&db.url, config).await;
         let mut listener = finished_listener(&db.url).await;
         let w = registered_worker(&q).await;
-        let mut holder = sqlx::PgConnection::connect(&db.url)
-            .await
-            .expect("connect");
+        let mut holder = sqlx::PgConnection::connect(&db.url).await.expect("connect");
         let mut tx = holder.begin().await.expect("begin");
         sqlx::query("SELECT 1 FROM workers WHERE id = $1 FOR UPDATE")
             .bind(w)
