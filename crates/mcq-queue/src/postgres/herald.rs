@@ -8,9 +8,12 @@
 //! still locked. So a completion only returns the announcement key of each
 //! job it finished (`mcq_complete`), and the store hands the keys to its
 //! herald, which notifies in a transaction of its own that does not wait for
-//! the disk. Jobs that end otherwise (a last failed attempt, one the
-//! reaper fails, a cancellation) are announced the same way, after the
-//! commit that ended them. An announcement is a hint (`crate::finished`): one lost in a
+//! the disk. A completion sent with a claim (`mcq_record_then_claim`)
+//! needs no herald: the procedure commits the results, then notifies in a
+//! transaction of its own, then claims, all in one call. Jobs that end
+//! otherwise (a last failed attempt, one the reaper fails, a cancellation)
+//! are announced the same way, after the commit that ended them. An
+//! announcement is a hint (`crate::finished`): one lost in a
 //! crash costs a waiter a re-read on its own schedule, never a result.
 //!
 //! The herald is one task per store. While one notification is in flight,
@@ -249,8 +252,8 @@ mod on_postgres {
         q.close().await;
     }
 
-    /// A completion's announcement goes out on the backend the completion
-    /// used: a busy one-slot worker keeps one backend at work, not two.
+    /// A lone completion's announcement goes out on the backend the
+    /// completion used: a one-slot worker keeps one backend at work, not two.
     /// The store's pool holds two idle connections and hands out the
     /// older first, so an announcement that took its connection from the
     /// pool would reach the other backend.
@@ -272,11 +275,12 @@ mod on_postgres {
         for round in 0..30 {
             let before = crate::outage::dropped();
             let task = claimed.pop().expect("a task");
-            let next_claim = q
-                .complete_and_claim(w, vec![done(&task)], 1)
-                .await
-                .expect("complete and claim");
-            claimed = next_claim.claimed.expect("a claim");
+            assert!(
+                q.complete(w, vec![done(&task)])
+                    .await
+                    .expect("complete")
+                    .is_empty()
+            );
             let note = tokio::time::timeout(PATIENCE, listener.recv())
                 .await
                 .expect("a notification within the patience")
@@ -289,6 +293,7 @@ mod on_postgres {
                 crate::postgres::pooler::backend_pid(&mut q.conn().await.expect("a connection"))
                     .await
                     .expect("pg_backend_pid");
+            claimed = q.claim(w, 1).await.expect("claim").tasks;
             if crate::outage::dropped() != before {
                 continue;
             }
@@ -356,6 +361,67 @@ mod on_postgres {
             "the announcement was heard only once the idle mark had ended ({done:?})"
         );
         done.expect("the idle mark");
+        q.close().await;
+    }
+
+    /// A result that rides a claim is visible, and announced, before the
+    /// claim has run: here the claim waits for the next job's row, which
+    /// another session holds, while the listener hears the first job's
+    /// batch and a reader finds its result. (Recorded in the claim's
+    /// transaction, neither happened until the row was let go.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_result_is_visible_and_announced_before_the_claim_it_rides_with() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = Arc::new(migrated(&db.url, QueueConfig::default()).await);
+        let mut listener = finished_listener(&db.url).await;
+        let batch = submit_batch(&q, 2).await;
+        let w = registered_worker(&q).await;
+        let claimed = q.claim(w, 1).await.expect("claim").tasks;
+        assert_eq!(claimed.len(), 1);
+        let first = claimed[0].job_id;
+
+        let mut reader = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+        let mut holder = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+        let mut tx = holder.begin().await.expect("begin");
+        let held: Uuid =
+            sqlx::query_scalar("SELECT id FROM jobs WHERE batch_id = $1 AND id <> $2 FOR UPDATE")
+                .bind(batch)
+                .bind(first)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("hold the other job's row");
+
+        let call = tokio::spawn({
+            let q = Arc::clone(&q);
+            let done = done(&claimed[0]);
+            async move { q.complete_and_claim(w, vec![done], 1).await }
+        });
+        assert_eq!(next(&mut listener).await, format!("{batch}:1"));
+        let results: i64 = sqlx::query_scalar("SELECT count(*) FROM results WHERE job_id = $1")
+            .bind(first)
+            .fetch_one(&mut reader)
+            .await
+            .expect("read the result");
+        assert_eq!(results, 1, "the result is visible while the claim waits");
+        assert!(!call.is_finished(), "the claim waits for the held row");
+
+        tx.rollback().await.expect("let the row go");
+        let reply = tokio::time::timeout(PATIENCE, call)
+            .await
+            .expect("the call ends once the row is free")
+            .expect("the call's task")
+            .expect("complete and claim");
+        assert!(reply.refused.is_empty());
+        let next_tasks = reply.claimed.expect("a claim");
+        assert_eq!(next_tasks.len(), 1);
+        assert_eq!(next_tasks[0].job_id, held);
+        assert!(
+            q.herald.tx.get().is_none(),
+            "the call announced on its own backend, not through the herald"
+        );
+        reader.close().await.expect("close");
         q.close().await;
     }
 
