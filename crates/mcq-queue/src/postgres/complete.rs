@@ -11,6 +11,7 @@
 //! commits (`herald.rs`).
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
@@ -42,6 +43,13 @@ const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, atte
 /// (functions/mcq_record.sql): a row per accepted task, with the
 /// announcement key of the job it finished.
 const RECORD: &str = "SELECT accepted, job_id FROM mcq_record($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/// [`RECORD`], then a claim, in one transaction
+/// (functions/mcq_record_and_claim.sql); rows as [`COMPLETE_AND_CLAIM`].
+const RECORD_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
+                                chunk_start, chunk_end, spec \
+                                FROM mcq_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, \
+                                $9, $10)";
 
 /// [`RECORD`], committed and announced on the channel `$9`, then a claim,
 /// in one call (functions/mcq_record_then_claim.sql): one row of arrays,
@@ -111,61 +119,88 @@ impl PgQueue {
             );
         }
         let input = Input::of(&results)?;
-        if input.ids.len() <= RECORD_MAX {
+        let recorded = input.ids.len() <= RECORD_MAX;
+        if recorded && self.herald.inline() {
             // What the partials' call finished goes to the herald; the
             // procedure announces what it finishes itself, after its commit.
             self.announce_finished(std::mem::take(&mut finished));
-            let row = input
-                .bind(sqlx::query(RECORD_THEN_CLAIM), worker)
-                .bind(FINISHED_CHANNEL)
-                .bind(i64::from(max))
-                .bind(self.lease_secs())
-                .fetch_one(&mut *self.conn().await?)
-                .await?;
-            let mut counts = Counts::default();
-            let keys: Vec<Option<Uuid>> =
-                row.try_get::<Option<_>, _>("finished")?.unwrap_or_default();
-            let ids_in: Vec<i64> = row.try_get::<Option<_>, _>("accepted")?.unwrap_or_default();
-            if keys.len() != ids_in.len() {
-                return Err(StoreError::Corrupt(
-                    "a recording's keys do not match its tasks".into(),
-                ));
-            }
-            for (id, key) in ids_in.into_iter().zip(keys) {
-                counts.tasks += 1;
-                counts.jobs += i64::from(key.is_some());
-                accepted.insert(id);
-            }
-            self.tally.add(worker, counts);
-            let claim = claim_columns(&row)?;
-            return Ok(CompletedAndClaimed {
-                refused: refused(ids, &accepted),
-                claimed: Ok(claimed_tasks(&claim)?),
-                contended: contended(&claim),
-            });
+            return self
+                .record_then_claim(worker, &input, max, ids, accepted)
+                .await;
         }
         // No channel for `mcq_complete_and_claim`: the finished jobs are
         // announced after the commit.
-        let rows = input
-            .bind(sqlx::query(COMPLETE_AND_CLAIM), worker)
-            .bind(None::<&str>)
+        let query = if recorded {
+            input.bind(sqlx::query(RECORD_AND_CLAIM), worker)
+        } else {
+            input
+                .bind(sqlx::query(COMPLETE_AND_CLAIM), worker)
+                .bind(None::<&str>)
+        };
+        let rows = query
             .bind(i64::from(max))
             .bind(self.lease_secs())
             .fetch_all(&mut *self.conn().await?)
             .await?;
-        // `mcq_complete` counts on the worker's row itself.
-        let mut counted = Counts::default();
+        let mut counts = Counts::default();
         let mut claim_rows = Vec::with_capacity(rows.len());
         for row in &rows {
-            if !note_accepted(row, &mut accepted, &mut finished, &mut counted)? {
+            if !note_accepted(row, &mut accepted, &mut finished, &mut counts)? {
                 claim_rows.push(ClaimRow::of(row)?);
             }
+        }
+        // `mcq_complete` counts on the worker's row itself.
+        if recorded {
+            self.tally.add(worker, counts);
         }
         self.announce_finished(finished);
         Ok(CompletedAndClaimed {
             refused: refused(ids, &accepted),
             claimed: Ok(claimed_tasks(&claim_rows)?),
             contended: contended(&claim_rows),
+        })
+    }
+
+    /// The call of [`RECORD_THEN_CLAIM`]: results committed and announced,
+    /// then the claim; notes how long the announcement took.
+    async fn record_then_claim(
+        &self,
+        worker: Uuid,
+        input: &Input,
+        max: u32,
+        ids: Vec<i64>,
+        mut accepted: HashSet<i64>,
+    ) -> Result<CompletedAndClaimed, StoreError> {
+        let row = input
+            .bind(sqlx::query(RECORD_THEN_CLAIM), worker)
+            .bind(FINISHED_CHANNEL)
+            .bind(i64::from(max))
+            .bind(self.lease_secs())
+            .fetch_one(&mut *self.conn().await?)
+            .await?;
+        if let Some(ms) = row.try_get::<Option<f64>, _>("announce_ms")? {
+            self.herald
+                .inline_took(Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::ZERO));
+        }
+        let keys: Vec<Option<Uuid>> = row.try_get::<Option<_>, _>("finished")?.unwrap_or_default();
+        let tasks: Vec<i64> = row.try_get::<Option<_>, _>("accepted")?.unwrap_or_default();
+        if keys.len() != tasks.len() {
+            return Err(StoreError::Corrupt(
+                "a recording's keys do not match its tasks".into(),
+            ));
+        }
+        let mut counts = Counts::default();
+        for (task, key) in tasks.into_iter().zip(keys) {
+            counts.tasks += 1;
+            counts.jobs += i64::from(key.is_some());
+            accepted.insert(task);
+        }
+        self.tally.add(worker, counts);
+        let claim = claim_columns(&row)?;
+        Ok(CompletedAndClaimed {
+            refused: refused(ids, &accepted),
+            claimed: Ok(claimed_tasks(&claim)?),
+            contended: contended(&claim),
         })
     }
 

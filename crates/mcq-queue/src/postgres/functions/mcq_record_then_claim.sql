@@ -18,23 +18,33 @@
 -- refused as already done. The claim sets its own commit mode, which
 -- lasts to the end of its transaction, the call's.
 --
+-- The notification lock is the price: under load the backends that
+-- announce queue on it, and here the claim waits behind the queue, where
+-- an announcement of its own holds up no claim. So the procedure says how
+-- long its announcement took (`announce_ms`, lock wait included), and the
+-- store leaves its announcements to the herald for a while after a slow
+-- one (`herald.rs`).
+--
 -- No `SET` clause (a procedure with one cannot commit): `mcq_record` and
 -- `mcq_claim` carry their own. Outputs, one row: `accepted` and `finished`
 -- aligned, an accepted task and the announcement key of the job it
--- finished (NULL if none), as `mcq_record` returns them; then the claim's
--- rows as `mcq_claim` returns them, a column each.
+-- finished (NULL if none), as `mcq_record` returns them; `announce_ms`;
+-- then the claim's rows as `mcq_claim` returns them, a column each.
 CREATE PROCEDURE mcq_record_then_claim(
     p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
     p_started timestamptz[], p_finished timestamptz[],
     p_results text[], p_prices double precision[],
     p_channel text, p_max bigint, p_lease_secs double precision,
     INOUT accepted bigint[] DEFAULT NULL, INOUT finished uuid[] DEFAULT NULL,
+    INOUT announce_ms double precision DEFAULT NULL,
     INOUT ids bigint[] DEFAULT NULL, INOUT job_ids uuid[] DEFAULT NULL,
     INOUT lease_tokens uuid[] DEFAULT NULL, INOUT attempts integer[] DEFAULT NULL,
     INOUT chunk_starts bigint[] DEFAULT NULL, INOUT chunk_ends bigint[] DEFAULT NULL,
     INOUT specs text[] DEFAULT NULL)
 LANGUAGE plpgsql
 AS $$
+DECLARE
+    began timestamptz;
 BEGIN
     IF cardinality(p_ids) > 0 THEN
         SELECT array_agg(r.accepted), array_agg(r.job_id)
@@ -43,6 +53,7 @@ BEGIN
                         p_prices) AS r;
         COMMIT;
         IF p_channel IS NOT NULL THEN
+            began := clock_timestamp();
             PERFORM set_config('synchronous_commit', 'off', true);
             PERFORM pg_notify(p_channel, k.key::text || ':' || count(*))
             FROM unnest(finished) AS k(key)
@@ -50,6 +61,7 @@ BEGIN
             GROUP BY k.key;
             -- Free when nothing was notified: no transaction id, no WAL.
             COMMIT;
+            announce_ms := extract(epoch FROM clock_timestamp() - began) * 1e3;
         END IF;
     END IF;
     SELECT array_agg(c.id), array_agg(c.job_id), array_agg(c.lease_token), array_agg(c.attempt),
