@@ -532,7 +532,8 @@ impl Store {
     /// Records finished tasks as [`Store::complete`] does, then claims up
     /// to `max` tasks as [`Store::claim`] does: on PostgreSQL in one round
     /// trip, the results committed (on disk) and announced before the
-    /// claim runs in a transaction of its own (past 64 results, the
+    /// claim runs in a transaction of its own (past 64 results, or while
+    /// announcements queue on the database's notification lock, the
     /// results and the claim in one transaction, announced after it);
     /// partials of split jobs are recorded by a call before it. A worker
     /// about to claim uses it to send the results it holds along with the
