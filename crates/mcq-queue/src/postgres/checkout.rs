@@ -24,9 +24,12 @@
 //! (one per store), unless a call of the store or its listener waits for
 //! the pool: only the store's calls and its listeners take connections
 //! from its pool. A kept connection skips the pool's check, which pings a
-//! connection before handing it out: so one kept for [`KEEP_FOR`] since
-//! its last check is pinged before its next call, and one that fails the
-//! ping is closed and the call goes to the pool. A connection is not kept
+//! connection before handing it out: a call that gives its connection back
+//! has just had it answer, which is as good a check, so only a connection
+//! kept idle for [`KEEP_FOR`] is pinged before its next call, and one that
+//! fails the ping is closed and the call goes to the pool. (Pinged once a
+//! second whatever its use, a long poll's read after a second of waiting,
+//! or a busy worker's call once a second, paid a round trip more.) A connection is not kept
 //! when a store of the process saw a connection break while it was out
 //! (`crate::outage::dropped`): the pool takes it back and checks it, and
 //! one kept before the break is pinged before its next call.
@@ -71,10 +74,13 @@ pub(super) struct Checkouts {
     /// The connection given back last, kept for the next call, and the
     /// calls waiting for the pool.
     kept: Mutex<Kept>,
+    /// Pings of kept connections so far.
+    pings: AtomicU64,
 }
 
-/// A kept connection, with when it was last checked and the count of
-/// broken connections (`crate::outage::dropped`) when it was kept.
+/// A kept connection, with when it was last checked (pinged, or given
+/// back by a call) and the count of broken connections
+/// (`crate::outage::dropped`) when it was kept.
 #[derive(Debug)]
 struct Keeping {
     conn: PoolConnection<Postgres>,
@@ -127,7 +133,7 @@ impl Checkouts {
         Waiting(self.clone())
     }
 
-    /// Keeps `conn`, last checked at `since`, for the next call, unless
+    /// Keeps `conn`, just given back by a call, for the next call, unless
     /// one is kept already, the store has closed, a call or a listener of
     /// the store waits for the pool, or a connection broke since `conn`
     /// was handed out (`dropped`, the count then); otherwise the pool
@@ -135,7 +141,7 @@ impl Checkouts {
     /// not matter: nothing else waits for it, and a busy worker whose
     /// other connection listens would otherwise send every call through
     /// the pool's check, a round trip each.
-    fn keep(&self, conn: PoolConnection<Postgres>, since: Instant, dropped: u64) {
+    fn keep(&self, conn: PoolConnection<Postgres>, dropped: u64) {
         // A connection broke somewhere while this one was out: perhaps
         // this one, so the pool takes it back and checks it.
         if crate::outage::dropped() == dropped {
@@ -143,7 +149,11 @@ impl Checkouts {
             if kept.conn.is_none() && !kept.closed && kept.waiting == 0 {
                 kept.conn = Some(Keeping {
                     conn,
-                    checked: since,
+                    // The call that gave it back has just had it answer:
+                    // as good as a ping, so a store whose calls come less
+                    // than `KEEP_FOR` apart pings none of them, and only
+                    // a connection idle that long is pinged.
+                    checked: Instant::now(),
                     dropped,
                 });
                 return;
@@ -195,18 +205,15 @@ impl Drop for Held {
 pub(super) struct Conn {
     /// Always `Some` until the drop.
     conn: Option<PoolConnection<Postgres>>,
-    /// When it was last checked (handed out by the pool, or pinged).
-    since: Instant,
     /// Broken connections seen in this process when it was handed out.
     dropped: u64,
     held: Held,
 }
 
 impl Conn {
-    fn new(conn: PoolConnection<Postgres>, since: Instant, held: Held) -> Conn {
+    fn new(conn: PoolConnection<Postgres>, held: Held) -> Conn {
         Conn {
             conn: Some(conn),
-            since,
             dropped: crate::outage::dropped(),
             held,
         }
@@ -216,7 +223,7 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.held.0.keep(conn, self.since, self.dropped);
+            self.held.0.keep(conn, self.dropped);
         }
     }
 }
@@ -234,20 +241,21 @@ impl std::ops::DerefMut for Conn {
     }
 }
 
-/// A kept connection and when it was last checked, pinged first if that
-/// is [`KEEP_FOR`] ago or a connection broke since it was kept; none if
-/// the ping failed (the connection is closed).
-async fn checked(kept: Keeping) -> Option<(PoolConnection<Postgres>, Instant)> {
+/// A kept connection, pinged first if it was last checked [`KEEP_FOR`]
+/// ago or a connection broke since it was kept; none if the ping failed
+/// (the connection is closed).
+async fn checked(kept: Keeping, checkouts: &Checkouts) -> Option<PoolConnection<Postgres>> {
     let Keeping {
         mut conn,
         checked,
         dropped,
     } = kept;
     if checked.elapsed() < KEEP_FOR && crate::outage::dropped() == dropped {
-        return Some((conn, checked));
+        return Some(conn);
     }
+    checkouts.pings.fetch_add(1, Ordering::Relaxed);
     if conn.ping().await.is_ok() {
-        return Some((conn, Instant::now()));
+        return Some(conn);
     }
     conn.close_on_drop();
     None
@@ -308,8 +316,8 @@ async fn checkout(
     let _waiting = loop {
         match checkouts.kept_or_wait() {
             Ok(kept) => {
-                if let Some((conn, since)) = checked(kept).await {
-                    return Ok(Conn::new(conn, since, checkouts.hold()));
+                if let Some(conn) = checked(kept, checkouts).await {
+                    return Ok(Conn::new(conn, checkouts.hold()));
                 }
             }
             Err(waiting) => break waiting,
@@ -330,7 +338,7 @@ async fn checkout(
                     // The runtime is shutting down.
                     Err(_) => return Err(sqlx::Error::PoolClosed),
                 };
-                return Ok(Conn::new(conn, Instant::now(), checkouts.hold()));
+                return Ok(Conn::new(conn, checkouts.hold()));
             }
             () = tokio::time::sleep(config.unreachable_after) => {
                 let during = checkouts.moved() != moved;
@@ -404,6 +412,7 @@ pub(super) async fn open_both(q: &PgQueue) {
 #[cfg(test)]
 mod on_postgres {
     use std::sync::Arc;
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     use sqlx::Connection as _;
@@ -546,6 +555,35 @@ mod on_postgres {
         .await;
         assert_eq!(pids[1], pids[0], "the call after the check");
         assert_eq!(pids[2], pids[0], "the call after that");
+        q.close().await;
+    }
+
+    /// A store whose calls come less than [`KEEP_FOR`](super::KEEP_FOR)
+    /// apart pings none of them, however long they go on: each call that
+    /// gives its connection back has just had it answer. One idle for
+    /// longer is pinged before its next call.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_connection_idle_past_its_check_is_pinged() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = two_open(&db.url).await;
+        let pings = |q: &PgQueue| q.checkouts.pings.load(Ordering::Relaxed);
+        let (busy, idle) = undisturbed(|| async {
+            let before = pings(&q);
+            backend(&q).await;
+            for _ in 0..5 {
+                tokio::time::sleep(super::KEEP_FOR * 6 / 10).await;
+                backend(&q).await;
+            }
+            let busy = pings(&q) - before;
+            tokio::time::sleep(super::KEEP_FOR + Duration::from_millis(200)).await;
+            backend(&q).await;
+            (busy, pings(&q) - before - busy)
+        })
+        .await;
+        assert_eq!(busy, 0, "calls 0.6 s apart for 3 s");
+        assert_eq!(idle, 1, "the call after 1.2 s of rest");
         q.close().await;
     }
 
