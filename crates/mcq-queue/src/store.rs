@@ -530,20 +530,14 @@ impl Store {
         matches!(self.backend, Backend::Postgres(_))
     }
     /// Records finished tasks as [`Store::complete`] does, then claims up
-    /// to `max` tasks as [`Store::claim`] does: on PostgreSQL in one round
-    /// trip, the results committed (on disk) and announced before the
-    /// claim runs in a transaction of its own (past 64 results, or while
-    /// announcements queue on the database's notification lock, the
-    /// results and the claim in one transaction, announced after it);
-    /// partials of split jobs are recorded by a call before it. A worker
-    /// about to claim uses it to send the results it holds along with the
-    /// claim. On an error nothing was claimed, and nothing was recorded
-    /// unless the call failed after the results' commit (a claim that
-    /// timed out, a connection lost between the two): the results then
-    /// stand, and sending them again is refused as for a lost lease. On
-    /// SQLite, where the two run one after the other, a claim that fails
-    /// after the completion was recorded comes back as the error in
-    /// [`CompletedAndClaimed::claimed`].
+    /// to `max` tasks as [`Store::claim`] does: on PostgreSQL the results
+    /// and the claim in one transaction and one round trip (which commits
+    /// only once the results are on disk); partials of split jobs are
+    /// recorded by a call before it. A worker about to claim uses it to send the
+    /// results it holds along with the claim. On an error nothing was
+    /// recorded or claimed; where the two run one after the other, a claim
+    /// that fails after the completion was recorded comes back as the
+    /// error in [`CompletedAndClaimed::claimed`].
     pub async fn complete_and_claim(
         &self,
         worker: Uuid,

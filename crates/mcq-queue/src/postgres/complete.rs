@@ -11,7 +11,6 @@
 //! commits (`herald.rs`).
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
@@ -19,9 +18,9 @@ use sqlx::postgres::{PgArguments, PgRow, Postgres};
 use sqlx::query::Query;
 use uuid::Uuid;
 
+use super::PgQueue;
 use super::tally::Counts;
-use super::tasks::{ClaimRow, claimed_tasks, contended};
-use super::{FINISHED_CHANNEL, PgQueue};
+use super::tasks::{claimed_tasks, contended};
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{CompletedAndClaimed, TaskDone, TaskOutput};
@@ -50,13 +49,6 @@ const RECORD_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attemp
                                 chunk_start, chunk_end, spec \
                                 FROM mcq_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, \
                                 $9, $10)";
-
-/// [`RECORD`], committed and announced on the channel `$9`, then a claim,
-/// in one call (functions/mcq_record_then_claim.sql): one row of arrays,
-/// the accepted tasks with their announcement keys, then the claim's
-/// columns.
-const RECORD_THEN_CLAIM: &str = "CALL mcq_record_then_claim($1, $2, $3, $4, $5, $6, $7, $8, \
-                                 $9, $10, $11)";
 
 /// The most tasks one call of `mcq_record` takes. It meets the accepted
 /// rows with their inputs and jobs in joins that may be nested loops,
@@ -119,23 +111,21 @@ impl PgQueue {
             );
         }
         let input = Input::of(&results)?;
-        let recorded = input.ids.len() <= RECORD_MAX;
-        if recorded && self.herald.inline() {
-            // What the partials' call finished goes to the herald; the
-            // procedure announces what it finishes itself, after its commit.
-            self.announce_finished(std::mem::take(&mut finished));
-            return self
-                .record_then_claim(worker, &input, max, ids, accepted)
-                .await;
-        }
         // No channel for `mcq_complete_and_claim`: the finished jobs are
         // announced after the commit.
+        let recorded = input.ids.len() <= RECORD_MAX;
+        let query = input.bind(
+            sqlx::query(if recorded {
+                RECORD_AND_CLAIM
+            } else {
+                COMPLETE_AND_CLAIM
+            }),
+            worker,
+        );
         let query = if recorded {
-            input.bind(sqlx::query(RECORD_AND_CLAIM), worker)
+            query
         } else {
-            input
-                .bind(sqlx::query(COMPLETE_AND_CLAIM), worker)
-                .bind(None::<&str>)
+            query.bind(None::<&str>)
         };
         let rows = query
             .bind(i64::from(max))
@@ -146,61 +136,17 @@ impl PgQueue {
         let mut claim_rows = Vec::with_capacity(rows.len());
         for row in &rows {
             if !note_accepted(row, &mut accepted, &mut finished, &mut counts)? {
-                claim_rows.push(ClaimRow::of(row)?);
+                claim_rows.push(row);
             }
         }
-        // `mcq_complete` counts on the worker's row itself.
         if recorded {
             self.tally.add(worker, counts);
         }
         self.announce_finished(finished);
         Ok(CompletedAndClaimed {
             refused: refused(ids, &accepted),
-            claimed: Ok(claimed_tasks(&claim_rows)?),
-            contended: contended(&claim_rows),
-        })
-    }
-
-    /// The call of [`RECORD_THEN_CLAIM`]: results committed and announced,
-    /// then the claim; notes how long the announcement took.
-    async fn record_then_claim(
-        &self,
-        worker: Uuid,
-        input: &Input,
-        max: u32,
-        ids: Vec<i64>,
-        mut accepted: HashSet<i64>,
-    ) -> Result<CompletedAndClaimed, StoreError> {
-        let row = input
-            .bind(sqlx::query(RECORD_THEN_CLAIM), worker)
-            .bind(FINISHED_CHANNEL)
-            .bind(i64::from(max))
-            .bind(self.lease_secs())
-            .fetch_one(&mut *self.conn().await?)
-            .await?;
-        if let Some(ms) = row.try_get::<Option<f64>, _>("announce_ms")? {
-            self.herald
-                .inline_took(Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::ZERO));
-        }
-        let keys: Vec<Option<Uuid>> = row.try_get::<Option<_>, _>("finished")?.unwrap_or_default();
-        let tasks: Vec<i64> = row.try_get::<Option<_>, _>("accepted")?.unwrap_or_default();
-        if keys.len() != tasks.len() {
-            return Err(StoreError::Corrupt(
-                "a recording's keys do not match its tasks".into(),
-            ));
-        }
-        let mut counts = Counts::default();
-        for (task, key) in tasks.into_iter().zip(keys) {
-            counts.tasks += 1;
-            counts.jobs += i64::from(key.is_some());
-            accepted.insert(task);
-        }
-        self.tally.add(worker, counts);
-        let claim = claim_columns(&row)?;
-        Ok(CompletedAndClaimed {
-            refused: refused(ids, &accepted),
-            claimed: Ok(claimed_tasks(&claim)?),
-            contended: contended(&claim),
+            claimed: Ok(claimed_tasks(&rows)?),
+            contended: contended(claim_rows)?,
         })
     }
 
@@ -246,63 +192,6 @@ impl PgQueue {
         }
         Ok(finishing)
     }
-}
-
-/// The claim's rows of [`RECORD_THEN_CLAIM`]'s one row, a column each
-/// (all NULL when the claim took nothing).
-fn claim_columns(row: &PgRow) -> Result<Vec<ClaimRow>, StoreError> {
-    fn column<T>(row: &PgRow, name: &str) -> Result<Vec<Option<T>>, StoreError>
-    where
-        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
-        Vec<Option<T>>: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
-    {
-        Ok(row
-            .try_get::<Option<Vec<Option<T>>>, _>(name)?
-            .unwrap_or_default())
-    }
-    let ids = column::<i64>(row, "ids")?;
-    let jobs = column::<Uuid>(row, "job_ids")?;
-    let tokens = column::<Uuid>(row, "lease_tokens")?;
-    let attempts = column::<i32>(row, "attempts")?;
-    let starts = column::<i64>(row, "chunk_starts")?;
-    let ends = column::<i64>(row, "chunk_ends")?;
-    let specs = column::<String>(row, "specs")?;
-    let n = ids.len();
-    if [
-        jobs.len(),
-        tokens.len(),
-        attempts.len(),
-        starts.len(),
-        ends.len(),
-        specs.len(),
-    ]
-    .iter()
-    .any(|&len| len != n)
-    {
-        return Err(StoreError::Corrupt(
-            "a claim's columns differ in length".into(),
-        ));
-    }
-    let mut columns = (
-        jobs.into_iter(),
-        tokens.into_iter(),
-        attempts.into_iter(),
-        starts.into_iter(),
-        ends.into_iter(),
-        specs.into_iter(),
-    );
-    Ok(ids
-        .into_iter()
-        .map(|id| ClaimRow {
-            id,
-            job_id: columns.0.next().flatten(),
-            lease_token: columns.1.next().flatten(),
-            attempt: columns.2.next().flatten(),
-            chunk_start: columns.3.next().flatten(),
-            chunk_end: columns.4.next().flatten(),
-            spec: columns.5.next().flatten(),
-        })
-        .collect())
 }
 
 /// Notes a row of an accepted task (`accepted` set): its id, and the job

@@ -35,30 +35,22 @@ mod tests {
         out
     }
 
-    /// Whether `text` mentions `FUNCTION name` or `PROCEDURE name` as a
-    /// whole word (`mcq_complete` is not mentioned by
-    /// `FUNCTION mcq_complete_and_claim`).
+    /// Whether `text` mentions `FUNCTION name` as a whole word
+    /// (`mcq_complete` is not mentioned by `FUNCTION mcq_complete_and_claim`).
     fn mentions(text: &str, name: &str) -> bool {
-        ["FUNCTION", "PROCEDURE"].iter().any(|kind| {
-            let needle = format!("{kind} {name}");
-            text.match_indices(&needle).any(|(at, _)| {
-                text[at + needle.len()..]
-                    .chars()
-                    .next()
-                    .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
-            })
+        let needle = format!("FUNCTION {name}");
+        text.match_indices(&needle).any(|(at, _)| {
+            text[at + needle.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
         })
     }
 
-    /// Names of the functions and procedures `text` creates.
+    /// Names of the functions `text` creates.
     fn created(text: &str) -> BTreeSet<String> {
         let mut names = BTreeSet::new();
-        for prefix in [
-            "CREATE FUNCTION ",
-            "CREATE OR REPLACE FUNCTION ",
-            "CREATE PROCEDURE ",
-            "CREATE OR REPLACE PROCEDURE ",
-        ] {
+        for prefix in ["CREATE FUNCTION ", "CREATE OR REPLACE FUNCTION "] {
             for (at, _) in text.match_indices(prefix) {
                 let rest = &text[at + prefix.len()..];
                 let end = rest
@@ -125,7 +117,5 @@ mod tests {
             created("CREATE OR REPLACE FUNCTION a_b(x int)\nCREATE FUNCTION c()"),
             ["a_b".to_owned(), "c".to_owned()].into()
         );
-        assert!(mentions("DROP PROCEDURE p(int)", "p"));
-        assert_eq!(created("CREATE PROCEDURE p()"), ["p".to_owned()].into());
     }
 }

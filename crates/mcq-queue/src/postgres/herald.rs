@@ -8,27 +8,17 @@
 //! still locked. So a completion only returns the announcement key of each
 //! job it finished (`mcq_complete`), and the store hands the keys to its
 //! herald, which notifies in a transaction of its own that does not wait for
-//! the disk. Jobs that end otherwise (a last failed attempt, one the reaper
-//! fails, a cancellation) are announced the same way, after the commit that
-//! ended them. An announcement is a hint (`crate::finished`): one lost in a
+//! the disk. Jobs that end otherwise (a last failed attempt, one the
+//! reaper fails, a cancellation) are announced the same way, after the
+//! commit that ended them. An announcement is a hint (`crate::finished`): one lost in a
 //! crash costs a waiter a re-read on its own schedule, never a result.
-//!
-//! A completion sent with a claim announces without the herald: the
-//! procedure `mcq_record_then_claim` commits the results, notifies in a
-//! transaction of its own, then claims, all in one call. Under load,
-//! though, the backends that announce queue on the lock, and the claim
-//! behind such an announcement waits in that queue: a store whose
-//! announcement inside a call took longer than a millisecond sends its
-//! results and claim in one transaction (`mcq_record_and_claim`) and its
-//! announcements through the herald for the next second.
 //!
 //! The herald is one task per store. While one notification is in flight,
 //! the keys of later completions gather and go out together, so a busy
 //! store sends at most one notifying transaction per round trip.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -43,51 +33,10 @@ const NOTIFY: &str = "
 SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, t.k::text || ':' || t.n)
 FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 
-/// How long a store leaves its announcements to the herald after one made
-/// inside a completion's call ([`Herald::inline`]) proved slow.
-const HOLD_OFF: Duration = Duration::from_secs(1);
-
-/// An announcement inside a completion's call that took longer than this
-/// waited for the notification lock: uncontended it takes tens of
-/// microseconds.
-const SLOW: Duration = Duration::from_millis(1);
-
 /// Where a store's completions leave the keys of the jobs they finished.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Herald {
     tx: Arc<OnceLock<mpsc::UnboundedSender<Notice>>>,
-    /// Until when the store's completions leave their announcements to the
-    /// herald rather than make them inside their own call.
-    held_off_until: Arc<Mutex<Option<Instant>>>,
-}
-
-impl Herald {
-    /// Whether a completion sent with a claim should announce inside its
-    /// own call (`mcq_record_then_claim`), right after its commit and
-    /// before its claim. Not for [`HOLD_OFF`] after one that took longer
-    /// than [`SLOW`]: under load the announcing backends queue on the
-    /// database's one notification lock, and a claim behind an
-    /// announcement waits in that queue, where the herald's announcement,
-    /// made apart, holds up no claim.
-    pub(super) fn inline(&self) -> bool {
-        let mut until = self.held_off_until.lock().expect("the herald's hold-off");
-        match *until {
-            Some(at) if Instant::now() < at => false,
-            Some(_) => {
-                *until = None;
-                true
-            }
-            None => true,
-        }
-    }
-
-    /// Notes how long an announcement inside a completion's call took.
-    pub(super) fn inline_took(&self, took: Duration) {
-        if took > SLOW {
-            *self.held_off_until.lock().expect("the herald's hold-off") =
-                Some(Instant::now() + HOLD_OFF);
-        }
-    }
 }
 
 /// What the herald is handed.
@@ -169,42 +118,6 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
         for done in flushes {
             let _ = done.send(());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, Instant};
-
-    use super::{HOLD_OFF, Herald, SLOW};
-
-    #[test]
-    fn a_slow_announcement_inside_a_call_holds_the_next_ones_off() {
-        let herald = Herald::default();
-        assert!(herald.inline(), "a new store announces inside its calls");
-        herald.inline_took(SLOW / 2);
-        assert!(herald.inline(), "a quick announcement changes nothing");
-        let before = Instant::now();
-        herald.inline_took(SLOW * 3);
-        assert!(!herald.inline(), "held off after a slow one");
-        assert!(!herald.inline(), "and still held off");
-        let until = herald
-            .held_off_until
-            .lock()
-            .expect("the hold-off")
-            .expect("held off");
-        assert!(until >= before + HOLD_OFF && until <= Instant::now() + HOLD_OFF);
-        // Once the hold-off has passed, the store announces inline again.
-        *herald.held_off_until.lock().expect("the hold-off") =
-            Some(Instant::now() - Duration::from_millis(1));
-        assert!(herald.inline());
-        assert!(
-            herald
-                .held_off_until
-                .lock()
-                .expect("the hold-off")
-                .is_none()
-        );
     }
 }
 
@@ -336,8 +249,8 @@ mod on_postgres {
         q.close().await;
     }
 
-    /// A lone completion's announcement goes out on the backend the
-    /// completion used: a one-slot worker keeps one backend at work, not two.
+    /// A completion's announcement goes out on the backend the completion
+    /// used: a busy one-slot worker keeps one backend at work, not two.
     /// The store's pool holds two idle connections and hands out the
     /// older first, so an announcement that took its connection from the
     /// pool would reach the other backend.
@@ -359,12 +272,11 @@ mod on_postgres {
         for round in 0..30 {
             let before = crate::outage::dropped();
             let task = claimed.pop().expect("a task");
-            assert!(
-                q.complete(w, vec![done(&task)])
-                    .await
-                    .expect("complete")
-                    .is_empty()
-            );
+            let next_claim = q
+                .complete_and_claim(w, vec![done(&task)], 1)
+                .await
+                .expect("complete and claim");
+            claimed = next_claim.claimed.expect("a claim");
             let note = tokio::time::timeout(PATIENCE, listener.recv())
                 .await
                 .expect("a notification within the patience")
@@ -377,7 +289,6 @@ mod on_postgres {
                 crate::postgres::pooler::backend_pid(&mut q.conn().await.expect("a connection"))
                     .await
                     .expect("pg_backend_pid");
-            claimed = q.claim(w, 1).await.expect("claim").tasks;
             if crate::outage::dropped() != before {
                 continue;
             }
@@ -445,95 +356,6 @@ mod on_postgres {
             "the announcement was heard only once the idle mark had ended ({done:?})"
         );
         done.expect("the idle mark");
-        q.close().await;
-    }
-
-    /// A result that rides a claim is visible, and announced, before the
-    /// claim has run: here the claim waits for the next job's row, which
-    /// another session holds, while the listener hears the first job's
-    /// batch and a reader finds its result. (Recorded in the claim's
-    /// transaction, neither happened until the row was let go.)
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_result_is_visible_and_announced_before_the_claim_it_rides_with() {
-        let Some(db) = mcq_testdb::postgres().await else {
-            return;
-        };
-        let q = Arc::new(migrated(&db.url, QueueConfig::default()).await);
-        let mut listener = finished_listener(&db.url).await;
-        let batch = submit_batch(&q, 2).await;
-        let w = registered_worker(&q).await;
-        let claimed = q.claim(w, 1).await.expect("claim").tasks;
-        assert_eq!(claimed.len(), 1);
-        let first = claimed[0].job_id;
-
-        let mut reader = sqlx::PgConnection::connect(&db.url).await.expect("connect");
-        let mut holder = sqlx::PgConnection::connect(&db.url).await.expect("connect");
-        let mut tx = holder.begin().await.expect("begin");
-        let held: Uuid =
-            sqlx::query_scalar("SELECT id FROM jobs WHERE batch_id = $1 AND id <> $2 FOR UPDATE")
-                .bind(batch)
-                .bind(first)
-                .fetch_one(&mut *tx)
-                .await
-                .expect("hold the other job's row");
-
-        let call = tokio::spawn({
-            let q = Arc::clone(&q);
-            let done = done(&claimed[0]);
-            async move { q.complete_and_claim(w, vec![done], 1).await }
-        });
-        assert_eq!(next(&mut listener).await, format!("{batch}:1"));
-        let results: i64 = sqlx::query_scalar("SELECT count(*) FROM results WHERE job_id = $1")
-            .bind(first)
-            .fetch_one(&mut reader)
-            .await
-            .expect("read the result");
-        assert_eq!(results, 1, "the result is visible while the claim waits");
-        assert!(!call.is_finished(), "the claim waits for the held row");
-
-        tx.rollback().await.expect("let the row go");
-        let reply = tokio::time::timeout(PATIENCE, call)
-            .await
-            .expect("the call ends once the row is free")
-            .expect("the call's task")
-            .expect("complete and claim");
-        assert!(reply.refused.is_empty());
-        let next_tasks = reply.claimed.expect("a claim");
-        assert_eq!(next_tasks.len(), 1);
-        assert_eq!(next_tasks[0].job_id, held);
-        assert!(
-            q.herald.tx.get().is_none(),
-            "the call announced on its own backend, not through the herald"
-        );
-        reader.close().await.expect("close");
-        q.close().await;
-    }
-
-    /// A store whose last announcement inside a call was slow records its
-    /// next results and claim in one transaction and announces them
-    /// through the herald, after the commit.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_store_held_off_announces_through_the_herald() {
-        let Some(db) = mcq_testdb::postgres().await else {
-            return;
-        };
-        let q = migrated(&db.url, QueueConfig::default()).await;
-        let mut listener = finished_listener(&db.url).await;
-        let batch = submit_batch(&q, 3).await;
-        let w = registered_worker(&q).await;
-        let claimed = q.claim(w, 1).await.expect("claim").tasks;
-        q.herald.inline_took(Duration::from_secs(1));
-        let reply = q
-            .complete_and_claim(w, vec![done(&claimed[0])], 2)
-            .await
-            .expect("complete and claim");
-        assert!(reply.refused.is_empty());
-        assert_eq!(reply.claimed.expect("a claim").len(), 2);
-        assert!(
-            q.herald.tx.get().is_some(),
-            "the announcement went through the herald"
-        );
-        assert_eq!(next(&mut listener).await, format!("{batch}:1"));
         q.close().await;
     }
 

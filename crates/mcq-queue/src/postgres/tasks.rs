@@ -165,10 +165,9 @@ impl PgQueue {
             .bind(self.lease_secs())
             .fetch_all(&mut *self.conn().await?)
             .await?;
-        let rows = ClaimRow::all(&rows)?;
         Ok(Claim {
             tasks: claimed_tasks(&rows)?,
-            contended: contended(&rows),
+            contended: contended(&rows)?,
         })
     }
 
@@ -405,67 +404,37 @@ impl PgQueue {
     }
 }
 
-/// One row of a claim, in `mcq_claim`'s shape: a claimed task (`id` set),
-/// the spec of a job involved (`spec` set, its batch in `lease_token`), or
-/// neither, the mark of a staged row other claims held.
-#[derive(Debug, Default)]
-pub(super) struct ClaimRow {
-    pub(super) id: Option<i64>,
-    pub(super) job_id: Option<Uuid>,
-    pub(super) lease_token: Option<Uuid>,
-    pub(super) attempt: Option<i32>,
-    pub(super) chunk_start: Option<i64>,
-    pub(super) chunk_end: Option<i64>,
-    pub(super) spec: Option<String>,
-}
-
-impl ClaimRow {
-    /// A row of a statement returning `mcq_claim`'s columns.
-    pub(super) fn of(row: &PgRow) -> Result<ClaimRow, StoreError> {
-        Ok(ClaimRow {
-            id: row.try_get("id")?,
-            job_id: row.try_get("job_id")?,
-            lease_token: row.try_get("lease_token")?,
-            attempt: row.try_get("attempt")?,
-            chunk_start: row.try_get("chunk_start")?,
-            chunk_end: row.try_get("chunk_end")?,
-            spec: row.try_get("spec")?,
-        })
-    }
-
-    /// The rows of statement that returns `mcq_claim`'s columns.
-    pub(super) fn all(rows: &[PgRow]) -> Result<Vec<ClaimRow>, StoreError> {
-        rows.iter().map(ClaimRow::of).collect()
-    }
-}
-
-/// The claimed tasks among a claim's rows: task rows, then one spec row
-/// per job (rows of neither kind, such as the mark of a contended claim,
-/// are skipped).
-pub(super) fn claimed_tasks(rows: &[ClaimRow]) -> Result<Vec<ClaimedTask>, StoreError> {
+/// The claimed tasks among a claim's rows (`mcq_claim`'s shape: task rows,
+/// then one spec row per job, its batch in `lease_token`; rows of neither
+/// kind, such as the mark of a contended claim, are skipped).
+pub(super) fn claimed_tasks(rows: &[PgRow]) -> Result<Vec<ClaimedTask>, StoreError> {
     let mut specs = HashMap::new();
     for row in rows {
-        if let (Some(spec), Some(job)) = (&row.spec, row.job_id) {
-            specs.insert(job, (plan::parse_spec(spec)?, row.lease_token));
+        if let Some(spec) = row.try_get::<Option<&str>, _>("spec")? {
+            let batch: Option<Uuid> = row.try_get("lease_token")?;
+            specs.insert(
+                row.try_get::<Uuid, _>("job_id")?,
+                (plan::parse_spec(spec)?, batch),
+            );
         }
     }
     let mut claimed = Vec::with_capacity(rows.len() - specs.len());
     for row in rows {
-        let Some(task_id) = row.id else {
+        let Some(task_id) = row.try_get::<Option<i64>, _>("id")? else {
             continue;
         };
-        let missing =
-            |what: &str| StoreError::Corrupt(format!("claimed task {task_id} has no {what}"));
-        let job_id = row.job_id.ok_or_else(|| missing("job"))?;
-        let (spec, batch_id) = specs.get(&job_id).ok_or_else(|| missing("job"))?;
+        let job_id: Uuid = row.try_get("job_id")?;
+        let (spec, batch_id) = specs
+            .get(&job_id)
+            .ok_or_else(|| StoreError::Corrupt(format!("claimed task {task_id} has no job")))?;
         claimed.push(ClaimedTask {
             task_id,
             job_id,
             batch_id: *batch_id,
-            lease_token: row.lease_token.ok_or_else(|| missing("lease"))?,
-            attempt: u32::try_from(row.attempt.ok_or_else(|| missing("attempt"))?).unwrap_or(0),
+            lease_token: row.try_get("lease_token")?,
+            attempt: u32::try_from(row.try_get::<i32, _>("attempt")?).unwrap_or(0),
             spec: spec.clone(),
-            chunks: plan::chunk_range(row.chunk_start, row.chunk_end),
+            chunks: plan::chunk_range(row.try_get("chunk_start")?, row.try_get("chunk_end")?),
         });
     }
     claimed.sort_unstable_by_key(|t| t.task_id);
@@ -475,9 +444,15 @@ pub(super) fn claimed_tasks(rows: &[ClaimRow]) -> Result<Vec<ClaimedTask>, Store
 /// Whether any of a claim's rows is the one `mcq_claim_staged` returns for
 /// a staged row other claims held: every column NULL, neither a task nor
 /// a job.
-pub(super) fn contended<'a>(rows: impl IntoIterator<Item = &'a ClaimRow>) -> bool {
-    rows.into_iter()
-        .any(|row| row.id.is_none() && row.job_id.is_none())
+pub(super) fn contended<'a>(rows: impl IntoIterator<Item = &'a PgRow>) -> Result<bool, StoreError> {
+    for row in rows {
+        let task: Option<i64> = row.try_get("id")?;
+        let job: Option<Uuid> = row.try_get("job_id")?;
+        if task.is_none() && job.is_none() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Jobs whose task failed for good: they fail with its error, and their
