@@ -26,10 +26,10 @@
 //! from its pool. A kept connection skips the pool's check, which pings a
 //! connection before handing it out: a call that gives its connection back
 //! has just had it answer, which is as good a check, so only a connection
-//! kept idle for [`KEEP_FOR`] is pinged before its next call, and one that
-//! fails the ping is closed and the call goes to the pool. (Pinged once a
-//! second whatever its use, a long poll's read after a second of waiting,
-//! or a busy worker's call once a second, paid a round trip more.) A connection is not kept
+//! kept idle for [`KEEP_FOR`] is pinged before its next call (a busy
+//! worker pings none, and a long poll's read after a wait pays one round
+//! trip more), and one that fails the ping is closed and the call goes to
+//! the pool. A connection is not kept
 //! when a store of the process saw a connection break while it was out
 //! (`crate::outage::dropped`): the pool takes it back and checks it, and
 //! one kept before the break is pinged before its next call.
