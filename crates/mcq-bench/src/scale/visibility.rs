@@ -30,17 +30,14 @@ const PRIORITY: i16 = 1;
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// How many probe jobs a batch of `tasks` gets: one per 32 tasks, at least
-/// 2 and at most 64, so that probes take at most a thirty-second of the
-/// fleet's slots.
+/// 2 and at most 1,000, so that probes take at most a thirty-second of the
+/// fleet's slots. A 99th percentile needs a hundred probes or more to be
+/// more than the largest of them: a batch of 3,200 tasks or more (e.g.
+/// `--rounds 3200` at one worker) has them.
 pub(crate) fn probes_for(tasks: u64) -> usize {
-    usize::try_from((tasks / 32).clamp(2, 64)).unwrap_or(64)
+    usize::try_from((tasks / 32).clamp(2, 1_000)).unwrap_or(1_000)
 }
 
-/// Starts the probe: `count` jobs like `spec` (seeds from `seed` on), the
-/// first now and then one every `every`, each waited for before the next.
-/// Each job's visibility, in milliseconds, joins `seen` as it is measured.
-/// Once `stop` is cancelled no further job is submitted, and the handle
-/// resolves when the one in flight has been seen.
 pub(crate) fn start(
     control: Store,
     spec: ValidSpec,
@@ -83,7 +80,9 @@ mod tests {
     fn probes_are_a_small_share_of_the_batch() {
         assert_eq!(probes_for(40), 2);
         assert_eq!(probes_for(640), 20);
-        assert_eq!(probes_for(10_240), 64);
+        assert_eq!(probes_for(3_200), 100);
+        assert_eq!(probes_for(10_240), 320);
+        assert_eq!(probes_for(1_000_000), 1_000);
         for tasks in [40, 80, 640, 5_120, 10_240, 1_000_000] {
             assert!(probes_for(tasks) as u64 * 16 <= tasks, "{tasks}");
         }
