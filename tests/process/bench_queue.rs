@@ -4,7 +4,8 @@
 //! keep the workers' logs.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use mcq_tests::{TempDir, mcq_bin};
 
@@ -72,6 +73,87 @@ async fn bench_queue_reports_every_job_and_cleans_up() -> anyhow::Result<()> {
             kept.join(worker).is_file(),
             "{worker} missing in {kept_arg}"
         );
+    }
+    Ok(())
+}
+
+/// Processes whose parent is `parent`, from `/proc`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| stat_fields(pid).is_some_and(|(_, ppid)| ppid == parent))
+        .collect()
+}
+
+/// State and parent of a process, from `/proc/PID/stat` (the fields after
+/// the command's closing parenthesis).
+fn stat_fields(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// Running, not ended (an ended child nobody reaped yet is a zombie).
+fn alive(pid: u32) -> bool {
+    stat_fields(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}
+
+/// A benchmark killed outright, so that none of its own code runs, leaves
+/// no worker behind to join a later run on the same database: each worker
+/// reads a pipe the benchmark held, and stops when it closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_bench_leaves_no_worker_behind() -> anyhow::Result<()> {
+    let Some(db) = mcq_testdb::postgres().await else {
+        return Ok(());
+    };
+    let tmp = TempDir::new("mcq-process-bench-queue-kill")?;
+    let mut bench = Command::new(mcq_bin())
+        .args(["bench", "queue", "--database-url", &db.url])
+        .args([
+            "--jobs",
+            "200000",
+            "--latency-samples",
+            "5",
+            "--no-recovery",
+        ])
+        .env("TMPDIR", tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let workers = loop {
+        let workers = children_of(bench.id());
+        if workers.len() >= 2 {
+            break workers;
+        }
+        if let Some(status) = bench.try_wait()? {
+            anyhow::bail!("the benchmark exited ({status}) before it started its workers");
+        }
+        if Instant::now() > deadline {
+            let _ = bench.kill();
+            anyhow::bail!("the benchmark started no workers within two minutes");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    bench.kill()?;
+    bench.wait()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while workers.iter().any(|&pid| alive(pid)) {
+        if Instant::now() > deadline {
+            for pid in &workers {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+            panic!("workers {workers:?} still ran a minute after their benchmark was killed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
 }

@@ -83,7 +83,7 @@ impl ServiceProcesses {
         let mut serve = Command::new(exe);
         serve
             .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"]);
+            .args(["serve", "--listen", "127.0.0.1:0", "--stop-on-stdin-close"]);
         match backend {
             Backend::Embedded { workers } => {
                 // A fresh database file per run, so the first trial is cold
@@ -102,8 +102,10 @@ impl ServiceProcesses {
                 serve.args(["--embedded-workers", "0", "--database-url", url]);
             }
         }
+        // Every process reads a pipe this one holds, so that a benchmark
+        // stopped in any way, SIGKILL included, leaves none of them behind.
         let mut server = serve
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log_file(dir, "server.log")?)
             .spawn()
@@ -131,8 +133,9 @@ impl ServiceProcesses {
                         "1",
                         "--threads",
                         "1",
+                        "--stop-on-stdin-close",
                     ])
-                    .stdin(Stdio::null())
+                    .stdin(Stdio::piped())
                     .stdout(Stdio::null())
                     .stderr(log_file(dir, &format!("worker-{i}.log"))?)
                     .spawn()

@@ -337,6 +337,9 @@ async fn recovery(store: &Store, url: &str, logs: &std::path::Path) -> anyhow::R
 }
 
 /// Worker processes of this benchmark; killed if still running when dropped.
+/// Each reads its standard input from a pipe this process holds
+/// (`--stop-on-stdin-close`), so that a benchmark stopped in any way,
+/// SIGKILL included, leaves no worker behind to join a later run.
 #[derive(Debug, Default)]
 struct Fleet(Vec<Child>);
 
@@ -352,10 +355,10 @@ impl Fleet {
         let log = std::fs::File::create(logs.join(format!("{name}.log")))
             .context("creating a worker log")?;
         let child = Command::new(exe)
-            .args(["worker", "--database-url", url])
+            .args(["worker", "--database-url", url, "--stop-on-stdin-close"])
             .args(extra)
             .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -372,14 +375,11 @@ impl Fleet {
         killed.context("SIGKILL")
     }
 
-    /// SIGTERM to every worker, then wait for their exit.
+    /// Closes every worker's standard input, which stops it as SIGTERM
+    /// does, then waits for their exit.
     fn stop_all(&mut self) -> anyhow::Result<()> {
-        for child in &self.0 {
-            // std sends only SIGKILL and unsafe libc calls are forbidden here.
-            Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
-                .context("kill -TERM")?;
+        for child in &mut self.0 {
+            drop(child.stdin.take());
         }
         for mut child in self.0.drain(..) {
             let status = child.wait().context("waiting for a worker")?;

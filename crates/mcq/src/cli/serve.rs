@@ -64,6 +64,11 @@ pub(crate) struct Args {
     /// database, however often it is scraped; 0 reads on every scrape.
     #[arg(long, env = "MCQ_METRICS_REFRESH_SECS", default_value_t = ApiConfig::default().metrics_refresh.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
     metrics_refresh_secs: u64,
+    /// Stop as on SIGTERM when standard input closes: a parent process
+    /// that starts this one with a pipe for its input stops it by exiting,
+    /// even when it is killed.
+    #[arg(long)]
+    stop_on_stdin_close: bool,
     #[command(flatten)]
     queue: QueueFlags,
     #[command(flatten)]
@@ -95,6 +100,7 @@ pub(crate) struct Running {
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     args.log.init("info");
+    let stop_on_stdin_close = args.stop_on_stdin_close;
     let max_connections = fit_connections(args.max_connections, files::raise_open_file_limit());
     let embedded = args.embedded_workers.unwrap_or_else(|| {
         if args.database_url.starts_with("sqlite:") {
@@ -141,13 +147,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         // Install the SIGTERM handler before announcing the address: a
         // supervisor may signal as soon as it reads that line, and until a
         // handler exists SIGTERM kills the process without a clean stop.
-        let signals = Signals::install();
+        let signals = Signals::install().or_stdin_closed(stop_on_stdin_close)?;
         // The one line scripts and tests parse: keep its shape.
         println!("mcq listening on http://{}", running.addr);
         let shutdown = running.shutdown.clone();
         tokio::spawn(async move {
-            signals.wait().await;
-            tracing::info!("signal received: finishing requests and in-flight tasks, then exiting");
+            let why = signals.wait().await;
+            tracing::info!("{why}: finishing requests and in-flight tasks, then exiting");
             shutdown.cancel();
         });
         running.wait().await
@@ -271,12 +277,15 @@ pub(crate) fn cores() -> usize {
 
 /// SIGTERM and SIGINT (Ctrl-C), registered up front: a supervisor may
 /// signal as soon as the process is up, and a signal arriving before its
-/// handler exists would kill the process outright.
+/// handler exists would kill the process outright. With
+/// [`Signals::or_stdin_closed`], the end of standard input stops the
+/// process the same way.
 pub(crate) struct Signals {
     #[cfg(unix)]
     term: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
     int: Option<tokio::signal::unix::Signal>,
+    stdin_closed: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl Signals {
@@ -288,22 +297,58 @@ impl Signals {
             Signals {
                 term: signal(SignalKind::terminate()).ok(),
                 int: signal(SignalKind::interrupt()).ok(),
+                stdin_closed: None,
             }
         }
         #[cfg(not(unix))]
-        Signals {}
+        Signals { stdin_closed: None }
     }
 
-    /// Resolves on the first SIGTERM or SIGINT.
-    pub(crate) async fn wait(self) {
+    /// With `watch`, also stops once standard input reaches its end
+    /// (`--stop-on-stdin-close`). A parent that keeps the other end of a
+    /// pipe open stops its children by exiting, however it exits: the
+    /// kernel closes the pipe even after SIGKILL, when no handler of the
+    /// parent's runs. A thread blocks on the reads, since the runtime's
+    /// own standard input is read on a thread too.
+    pub(crate) fn or_stdin_closed(mut self, watch: bool) -> anyhow::Result<Signals> {
+        if watch {
+            let (closed, rx) = tokio::sync::oneshot::channel();
+            std::thread::Builder::new()
+                .name("stdin-close".into())
+                .spawn(move || {
+                    // Whatever arrives is read and dropped; an error ends
+                    // the input as its end does.
+                    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+                    let _ = closed.send(());
+                })
+                .context("starting the thread that watches standard input")?;
+            self.stdin_closed = Some(rx);
+        }
+        Ok(self)
+    }
+
+    /// Resolves on the first SIGTERM or SIGINT, or on the end of standard
+    /// input when watched, and says which.
+    pub(crate) async fn wait(self) -> &'static str {
+        let stdin_closed = async {
+            match self.stdin_closed {
+                Some(closed) => {
+                    let _ = closed.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
         #[cfg(unix)]
         if let (Some(mut term), Some(mut int)) = (self.term, self.int) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-            return;
+            return tokio::select! {
+                _ = term.recv() => "signal received",
+                _ = int.recv() => "signal received",
+                () = stdin_closed => "standard input closed",
+            };
         }
-        let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => "signal received",
+            () = stdin_closed => "standard input closed",
+        }
     }
 }

@@ -86,6 +86,11 @@ pub(crate) struct Args {
     /// reaches [default: not served].
     #[arg(long, value_name = "ADDR", env = "MCQ_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
+    /// Stop as on SIGTERM when standard input closes: a parent process
+    /// that starts workers with a pipe for their input stops them by
+    /// exiting, even when it is killed.
+    #[arg(long)]
+    stop_on_stdin_close: bool,
     #[command(flatten)]
     queue: QueueFlags,
     #[command(flatten)]
@@ -136,12 +141,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
-        let signals = Signals::install();
+        let signals = Signals::install().or_stdin_closed(args.stop_on_stdin_close)?;
         tokio::spawn({
             let shutdown = shutdown.clone();
             async move {
-                signals.wait().await;
-                tracing::info!("signal received: finishing in-flight tasks, then exiting");
+                let why = signals.wait().await;
+                tracing::info!("{why}: finishing in-flight tasks, then exiting");
                 shutdown.cancel();
             }
         });

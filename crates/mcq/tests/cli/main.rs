@@ -88,5 +88,6 @@ mod open_files;
 mod price;
 mod seeds;
 mod server;
+mod stdin_close;
 mod sweeps;
 mod waiting;
