@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::PgQueue;
 use super::tally::Counts;
-use super::tasks::{claimed_tasks, contended};
+use super::tasks::{claimed_tasks, contended, refills};
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{CompletedAndClaimed, TaskDone, TaskOutput};
@@ -44,11 +44,13 @@ const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, atte
 const RECORD: &str = "SELECT accepted, job_id FROM mcq_record($1, $2, $3, $4, $5, $6, $7, $8)";
 
 /// [`RECORD`], then a claim, in one transaction
-/// (functions/mcq_record_and_claim.sql); rows as [`COMPLETE_AND_CLAIM`].
+/// (functions/mcq_record_and_claim.sql); rows as [`COMPLETE_AND_CLAIM`],
+/// and a row with only `attempt` set for each tenant whose staged jobs the
+/// store writes out after the commit (`tasks::refills`).
 const RECORD_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
                                 chunk_start, chunk_end, spec \
                                 FROM mcq_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, \
-                                $9, $10)";
+                                $9, $10, true)";
 
 /// The most tasks one call of `mcq_record` takes. It meets the accepted
 /// rows with their inputs and jobs in joins that may be nested loops,
@@ -142,7 +144,9 @@ impl PgQueue {
         if recorded {
             self.tally.add(worker, counts);
         }
+        let refills = refills(claim_rows.iter().copied())?;
         self.announce_finished(finished);
+        self.refill_later(worker, refills);
         Ok(CompletedAndClaimed {
             refused: refused(ids, &accepted),
             claimed: Ok(claimed_tasks(&rows)?),

@@ -16,6 +16,12 @@
 //! The herald is one task per store. While one notification is in flight,
 //! the keys of later completions gather and go out together, so a busy
 //! store sends at most one notifying transaction per round trip.
+//!
+//! It also writes staged jobs out for the tenants whose queued tasks a
+//! claim riding a recording call found running low
+//! (functions/mcq_record_and_claim.sql), after that call's announcement:
+//! done inside the call, the writing held its results back from their
+//! readers for a few milliseconds.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -33,6 +39,14 @@ const NOTIFY: &str = "
 SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, t.k::text || ':' || t.n)
 FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
 
+/// Writes the next staged jobs of tenant `$2` out as queued tasks, taking
+/// none (`mcq_claim_staged` with the spread of a small claim, 256, as
+/// `mcq_claim` does). Its commit does not wait for the disk: writing out
+/// lost in a crash leaves the jobs staged, where the next claim finds them.
+const REFILL: &str = "
+SELECT set_config('synchronous_commit', 'off', true),
+       (SELECT count(*) FROM mcq_claim_staged($1, $2, 0, 256, $3))";
+
 /// Where a store's completions leave the keys of the jobs they finished.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Herald {
@@ -44,6 +58,12 @@ pub(super) struct Herald {
 enum Notice {
     /// How many jobs finished under each key.
     Finished(BTreeMap<Uuid, i64>),
+    /// A tenant's staged jobs to write out, for this worker's claim.
+    Refill {
+        worker: Uuid,
+        tenant: i32,
+        lease_secs: f64,
+    },
     /// Answered once everything handed before it has been sent.
     Flush(oneshot::Sender<()>),
 }
@@ -54,6 +74,18 @@ impl PgQueue {
     pub(super) fn announce_finished(&self, finished: BTreeMap<Uuid, i64>) {
         if !finished.is_empty() {
             self.tell_herald(Notice::Finished(finished));
+        }
+    }
+
+    /// Writes out, after the announcements handed before, the next staged
+    /// jobs of each of `tenants`.
+    pub(super) fn refill_later(&self, worker: Uuid, tenants: Vec<i32>) {
+        for tenant in tenants {
+            self.tell_herald(Notice::Refill {
+                worker,
+                tenant,
+                lease_secs: self.lease_secs(),
+            });
         }
     }
 
@@ -86,6 +118,7 @@ impl PgQueue {
 async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Notice>) {
     while let Some(first) = rx.recv().await {
         let mut pending = BTreeMap::new();
+        let mut refills = BTreeMap::new();
         let mut flushes = Vec::new();
         let mut next = Some(first);
         while let Some(notice) = next {
@@ -94,6 +127,13 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
                     for (key, n) in more {
                         *pending.entry(key).or_insert(0) += n;
                     }
+                }
+                Notice::Refill {
+                    worker,
+                    tenant,
+                    lease_secs,
+                } => {
+                    refills.insert(tenant, (worker, lease_secs));
                 }
                 Notice::Flush(done) => flushes.push(done),
             }
@@ -113,6 +153,22 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
             if let Err(err) = sent {
                 // Waiters re-read on their own schedule; nothing is lost.
                 tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
+            }
+        }
+        for (tenant, (worker, lease_secs)) in refills {
+            let written = async {
+                sqlx::query(REFILL)
+                    .bind(worker)
+                    .bind(tenant)
+                    .bind(lease_secs)
+                    .execute(&mut *connections.get().await?)
+                    .await
+            }
+            .await;
+            if let Err(err) = written {
+                // The jobs stay staged: a claim that finds the queued
+                // tasks gone takes them from there.
+                tracing::debug!(error = %err, tenant, "could not write staged jobs out");
             }
         }
         for done in flushes {

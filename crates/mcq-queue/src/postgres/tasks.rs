@@ -448,11 +448,32 @@ pub(super) fn contended<'a>(rows: impl IntoIterator<Item = &'a PgRow>) -> Result
     for row in rows {
         let task: Option<i64> = row.try_get("id")?;
         let job: Option<Uuid> = row.try_get("job_id")?;
-        if task.is_none() && job.is_none() {
+        let tenant: Option<i32> = row.try_get("attempt")?;
+        if task.is_none() && job.is_none() && tenant.is_none() {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// The tenants a claim riding a recording call left running low on
+/// queued tasks, from its rows with only `attempt` (the tenant's id) set
+/// (functions/mcq_record_and_claim.sql): the store writes their next
+/// staged jobs out after the commit.
+pub(super) fn refills<'a>(
+    rows: impl IntoIterator<Item = &'a PgRow>,
+) -> Result<Vec<i32>, StoreError> {
+    let mut tenants = Vec::new();
+    for row in rows {
+        let task: Option<i64> = row.try_get("id")?;
+        let job: Option<Uuid> = row.try_get("job_id")?;
+        if task.is_none() && job.is_none() {
+            tenants.extend(row.try_get::<Option<i32>, _>("attempt")?);
+        }
+    }
+    tenants.sort_unstable();
+    tenants.dedup();
+    Ok(tenants)
 }
 
 /// Jobs whose task failed for good: they fail with its error, and their

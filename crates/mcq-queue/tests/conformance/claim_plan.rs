@@ -411,6 +411,7 @@ async fn a_completion_sent_with_a_claim_waits_for_the_disk() {
     };
     for call in [
         "mcq_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, 1, 30)",
+        "mcq_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, 1, 30, true)",
         "mcq_complete_and_claim($1, $2, $3, $4, $5, $6, $7, $8, 'mcq_test', 1, 30)",
     ] {
         sent_with_a_claim_waits_for_the_disk(&db, call).await;

@@ -339,3 +339,100 @@ async fn small_claims_write_jobs_out_before_the_queued_ones_run_out() {
     );
     assert_eq!(rows(&db).await.0, 1, "jobs are still staged");
 }
+
+/// The call of a one-slot worker that records its result and claims its
+/// next task writes no staged jobs out in its own transaction, where the
+/// few milliseconds 256 jobs take held the results back from their
+/// readers: when the tenant's due queued tasks run low, it names the
+/// tenant in a row with only `attempt` set, and the store writes the jobs
+/// out after the commit. The ten-argument call of earlier workers, and a
+/// claim alone, still write them out themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_call_leaves_writing_jobs_out_to_after_its_commit() {
+    use sqlx::{Connection as _, Row as _};
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.default_store().await;
+    submit(&store, batch(2000)).await;
+    let w = worker(&store).await;
+    // The first small claim writes 256 jobs out and takes one of them.
+    let first = store.claim(w, 1).await.expect("claim");
+    assert_eq!((first.len(), queued(&db).await), (1, 255));
+    // All but five of the queued tasks are due only later, so the next
+    // claim leaves the tenant's due queued tasks low.
+    let mut conn = sqlx::PgConnection::connect(&db.url())
+        .await
+        .expect("connect");
+    sqlx::query(
+        "UPDATE tasks SET run_at = now() + interval '1 hour' WHERE id IN (
+             SELECT id FROM tasks WHERE state = 'queued' ORDER BY id DESC LIMIT 250)",
+    )
+    .execute(&mut conn)
+    .await
+    .expect("delay queued tasks");
+    let tenant: i32 = sqlx::query_scalar("SELECT tenant_id FROM staged LIMIT 1")
+        .fetch_one(&mut conn)
+        .await
+        .expect("the staged row's tenant");
+
+    let call = |later: &str| {
+        format!(
+            "SELECT id, job_id, attempt FROM mcq_record_and_claim($1, '{{}}', '{{}}', '{{}}', \
+             '{{}}', '{{}}', '{{}}', '{{}}', 1, 30{later})"
+        )
+    };
+    for (args, writes_out) in [(", true", false), (", false", true), ("", true)] {
+        let mut tx = conn.begin().await.expect("begin");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(call(args)))
+            .bind(w)
+            .fetch_all(&mut *tx)
+            .await
+            .expect("record and claim");
+        let named: Vec<i32> = rows
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>("id").is_none())
+            .filter(|r| r.get::<Option<Uuid>, _>("job_id").is_none())
+            .filter_map(|r| r.get::<Option<i32>, _>("attempt"))
+            .collect();
+        let claimed = rows
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>("id").is_some())
+            .count();
+        let now_queued: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM tasks WHERE state = 'queued'")
+                .fetch_one(&mut *tx)
+                .await
+                .expect("count queued tasks");
+        tx.rollback().await.expect("rollback");
+        assert_eq!(claimed, 1, "{args:?}: one task claimed");
+        if writes_out {
+            assert_eq!((named, now_queued), (vec![], 254 + 256), "{args:?}");
+        } else {
+            assert_eq!((named, now_queued), (vec![tenant], 254), "{args:?}");
+        }
+    }
+
+    // The store sends the eleven-argument call with a result, and writes
+    // the jobs out after it.
+    let done = vec![compute(&first[0])];
+    let reply = store
+        .complete_and_claim(w, done, 1)
+        .await
+        .expect("complete and claim");
+    assert!(reply.refused.is_empty() && !reply.contended);
+    assert_eq!(reply.claimed.expect("claimed").len(), 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let now = queued(&db).await;
+        if now == 254 + 256 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the staged jobs were not written out after the call: {now} queued"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(orphans(&db).await, 0);
+}

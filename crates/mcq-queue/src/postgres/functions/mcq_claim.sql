@@ -31,7 +31,10 @@
 -- of the 256) queued tasks writes the next 256 out before it returns, so
 -- the queued tasks do not run dry under a fleet: when they did, every
 -- claim behind the one writing out found nothing, and the fleet spent a
--- claim and a retry per worker each time.
+-- claim and a retry per worker each time. Writing 256 jobs out takes a
+-- few milliseconds, so a claim in the transaction of a recording call
+-- only names the tenant, and the caller writes them out after the commit
+-- that makes the results visible.
 --
 -- A function so that its plan cannot depend on statistics, which are stale
 -- exactly when it matters (right after a large submit): sequential scans,
@@ -136,7 +139,17 @@ FOR pass IN 1 .. 2 LOOP
         ) THEN
             -- Running low: write the next jobs out now, taking none. A
             -- staged row held by another claim is being written out.
-            PERFORM 1 FROM mcq_claim_staged(p_worker, tenant, 0, spread, p_lease_secs);
+            -- A claim that rides a recording call leaves that to a call
+            -- after its commit (`mcq.refill` is `later`, see
+            -- `mcq_record_and_claim`) and names the tenant in a row of
+            -- its own: only `attempt` set, to the tenant's id.
+            IF current_setting('mcq.refill', true) = 'later' THEN
+                RETURN QUERY
+                SELECT NULL::bigint, NULL::uuid, NULL::uuid, tenant, NULL::bigint, NULL::bigint,
+                       NULL::text;
+            ELSE
+                PERFORM 1 FROM mcq_claim_staged(p_worker, tenant, 0, spread, p_lease_secs);
+            END IF;
         END IF;
         left_over := left_over - taken;
         IF pass = 1 AND taken = part THEN
