@@ -17,11 +17,12 @@
 //! the keys of later completions gather and go out together, so a busy
 //! store sends at most one notifying transaction per round trip.
 //!
-//! It also writes staged jobs out for the tenants whose queued tasks a
-//! claim riding a recording call found running low
-//! (functions/mcq_record_and_claim.sql), after that call's announcement:
-//! done inside the call, the writing held its results back from their
-//! readers for a few milliseconds.
+//! Staged jobs that a claim riding a recording call left for after its
+//! commit (functions/mcq_record_and_claim.sql) are written out by a task
+//! of their own beside the herald, not behind its announcements: under a
+//! saturated database an announcement can wait hundreds of milliseconds
+//! for the notification lock, longer than a fleet takes to claim the 64
+//! queued tasks left.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -58,12 +59,6 @@ pub(super) struct Herald {
 enum Notice {
     /// How many jobs finished under each key.
     Finished(BTreeMap<Uuid, i64>),
-    /// A tenant's staged jobs to write out, for this worker's claim.
-    Refill {
-        worker: Uuid,
-        tenant: i32,
-        lease_secs: f64,
-    },
     /// Answered once everything handed before it has been sent.
     Flush(oneshot::Sender<()>),
 }
@@ -77,16 +72,32 @@ impl PgQueue {
         }
     }
 
-    /// Writes out, after the announcements handed before, the next staged
-    /// jobs of each of `tenants`.
+    /// Writes out the next staged jobs of each of `tenants`, in a task of
+    /// its own, one transaction per tenant.
     pub(super) fn refill_later(&self, worker: Uuid, tenants: Vec<i32>) {
-        for tenant in tenants {
-            self.tell_herald(Notice::Refill {
-                worker,
-                tenant,
-                lease_secs: self.lease_secs(),
-            });
+        if tenants.is_empty() {
+            return;
         }
+        let connections = self.connections();
+        let lease_secs = self.lease_secs();
+        tokio::spawn(async move {
+            for tenant in tenants {
+                let written = async {
+                    sqlx::query(REFILL)
+                        .bind(worker)
+                        .bind(tenant)
+                        .bind(lease_secs)
+                        .execute(&mut *connections.get().await?)
+                        .await
+                }
+                .await;
+                if let Err(err) = written {
+                    // The jobs stay staged: a claim that finds the queued
+                    // tasks gone takes them from there.
+                    tracing::debug!(error = %err, tenant, "could not write staged jobs out");
+                }
+            }
+        });
     }
 
     /// Waits until every announcement handed to the herald so far has
@@ -118,7 +129,6 @@ impl PgQueue {
 async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Notice>) {
     while let Some(first) = rx.recv().await {
         let mut pending = BTreeMap::new();
-        let mut refills = BTreeMap::new();
         let mut flushes = Vec::new();
         let mut next = Some(first);
         while let Some(notice) = next {
@@ -127,13 +137,6 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
                     for (key, n) in more {
                         *pending.entry(key).or_insert(0) += n;
                     }
-                }
-                Notice::Refill {
-                    worker,
-                    tenant,
-                    lease_secs,
-                } => {
-                    refills.insert(tenant, (worker, lease_secs));
                 }
                 Notice::Flush(done) => flushes.push(done),
             }
@@ -153,22 +156,6 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
             if let Err(err) = sent {
                 // Waiters re-read on their own schedule; nothing is lost.
                 tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
-            }
-        }
-        for (tenant, (worker, lease_secs)) in refills {
-            let written = async {
-                sqlx::query(REFILL)
-                    .bind(worker)
-                    .bind(tenant)
-                    .bind(lease_secs)
-                    .execute(&mut *connections.get().await?)
-                    .await
-            }
-            .await;
-            if let Err(err) = written {
-                // The jobs stay staged: a claim that finds the queued
-                // tasks gone takes them from there.
-                tracing::debug!(error = %err, tenant, "could not write staged jobs out");
             }
         }
         for done in flushes {
