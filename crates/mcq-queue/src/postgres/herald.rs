@@ -16,13 +16,6 @@
 //! The herald is one task per store. While one notification is in flight,
 //! the keys of later completions gather and go out together, so a busy
 //! store sends at most one notifying transaction per round trip.
-//!
-//! Staged jobs that a claim riding a recording call left for after its
-//! commit (functions/mcq_record_and_claim.sql) are written out by a task
-//! of their own beside the herald, not behind its announcements: under a
-//! saturated database an announcement can wait hundreds of milliseconds
-//! for the notification lock, longer than a fleet takes to claim the 64
-//! queued tasks left.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -39,14 +32,6 @@ use super::{FINISHED_CHANNEL, PgQueue};
 const NOTIFY: &str = "
 SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, t.k::text || ':' || t.n)
 FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
-
-/// Writes the next staged jobs of tenant `$2` out as queued tasks, taking
-/// none (`mcq_claim_staged` with the spread of a small claim, 256, as
-/// `mcq_claim` does). Its commit does not wait for the disk: writing out
-/// lost in a crash leaves the jobs staged, where the next claim finds them.
-const REFILL: &str = "
-SELECT set_config('synchronous_commit', 'off', true),
-       (SELECT count(*) FROM mcq_claim_staged($1, $2, 0, 256, $3))";
 
 /// Where a store's completions leave the keys of the jobs they finished.
 #[derive(Debug, Clone, Default)]
@@ -70,34 +55,6 @@ impl PgQueue {
         if !finished.is_empty() {
             self.tell_herald(Notice::Finished(finished));
         }
-    }
-
-    /// Writes out the next staged jobs of each of `tenants`, in a task of
-    /// its own, one transaction per tenant.
-    pub(super) fn refill_later(&self, worker: Uuid, tenants: Vec<i32>) {
-        if tenants.is_empty() {
-            return;
-        }
-        let connections = self.connections();
-        let lease_secs = self.lease_secs();
-        tokio::spawn(async move {
-            for tenant in tenants {
-                let written = async {
-                    sqlx::query(REFILL)
-                        .bind(worker)
-                        .bind(tenant)
-                        .bind(lease_secs)
-                        .execute(&mut *connections.get().await?)
-                        .await
-                }
-                .await;
-                if let Err(err) = written {
-                    // The jobs stay staged: a claim that finds the queued
-                    // tasks gone takes them from there.
-                    tracing::debug!(error = %err, tenant, "could not write staged jobs out");
-                }
-            }
-        });
     }
 
     /// Waits until every announcement handed to the herald so far has

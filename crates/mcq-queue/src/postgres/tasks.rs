@@ -476,6 +476,47 @@ pub(super) fn refills<'a>(
     Ok(tenants)
 }
 
+/// Writes the next staged jobs of tenant `$2` out as queued tasks, taking
+/// none (`mcq_claim_staged` with the spread of a small claim, 256, as
+/// `mcq_claim` does). Its commit does not wait for the disk: writing out
+/// lost in a crash leaves the jobs staged, where the next claim finds them.
+const REFILL: &str = "
+SELECT set_config('synchronous_commit', 'off', true),
+       (SELECT count(*) FROM mcq_claim_staged($1, $2, 0, 256, $3))";
+
+impl PgQueue {
+    /// Writes out the next staged jobs of each of `tenants` ([`refills`]),
+    /// in a task of its own, one transaction per tenant. Beside the herald,
+    /// not behind its announcements: under a saturated database an
+    /// announcement can wait hundreds of milliseconds for the notification
+    /// lock, longer than a fleet takes to claim the 64 queued tasks left.
+    pub(super) fn refill_later(&self, worker: Uuid, tenants: Vec<i32>) {
+        if tenants.is_empty() {
+            return;
+        }
+        let connections = self.connections();
+        let lease_secs = self.lease_secs();
+        tokio::spawn(async move {
+            for tenant in tenants {
+                let written = async {
+                    sqlx::query(REFILL)
+                        .bind(worker)
+                        .bind(tenant)
+                        .bind(lease_secs)
+                        .execute(&mut *connections.get().await?)
+                        .await
+                }
+                .await;
+                if let Err(err) = written {
+                    // The jobs stay staged: a claim that finds the queued
+                    // tasks gone takes them from there.
+                    tracing::debug!(error = %err, tenant, "could not write staged jobs out");
+                }
+            }
+        });
+    }
+}
+
 /// Jobs whose task failed for good: they fail with its error, and their
 /// other unfinished tasks are cancelled (tasks, then jobs, each in id
 /// order: the lock order of completions). Running siblings keep their token:
