@@ -30,43 +30,12 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
     };
     let (_store, pool) = stale_statistics(&db, &["tasks"], 20_000).await;
 
-    // The statement inside the function, and the settings it runs with.
-    let row = sqlx::query("SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'mcq_claim'")
-        .fetch_one(&pool)
-        .await
-        .expect("mcq_claim exists");
-    let source: String = row.get("prosrc");
-    let settings: Vec<String> = row
-        .get::<Option<Vec<String>>, _>("proconfig")
-        .unwrap_or_default();
-    // One tenant's part: the statement the claim runs for each tenant.
-    let start = source
-        .find("SELECT array_agg(f.id) INTO got")
-        .expect("the claim statement");
-    let end = start + source[start..].find(';').expect("statement end");
-    let statement = source[start..end]
-        .replace(" INTO got", "")
-        .replace("t.tenant_id = tenant", "t.tenant_id = 0")
-        .replace("LIMIT part", "LIMIT $1");
-    // The tenants with work waiting: a skip scan.
-    let start = source
-        .find("WITH RECURSIVE q")
-        .expect("the tenants statement");
-    let end = start + source[start..].find(';').expect("statement end");
-    let tenants = source[start..end].replace("\nINTO waiting, staged_for", "");
-    // Whether the tenant's queued tasks are running low (a walk of at
-    // most 65 entries of the same index).
-    let start = source
-        .find("SELECT 1 FROM tasks t")
-        .expect("the low-water probe");
-    let end = start
-        + source[start..]
-            .find("OFFSET low_water LIMIT 1")
-            .expect("probe end")
-        + "OFFSET low_water LIMIT 1".len();
-    let low = source[start..end]
-        .replace("t.tenant_id = tenant", "t.tenant_id = 0")
-        .replace("OFFSET low_water", "OFFSET 64");
+    let ClaimStatements {
+        settings,
+        claim: statement,
+        tenants,
+        low,
+    } = claim_statements(&pool).await;
 
     // PL/pgSQL plans the statement for the values of the first calls, then
     // may keep a generic plan that does not know the claim size: both kinds
@@ -353,6 +322,147 @@ async fn commit_mode(conn: &mut sqlx::PgConnection) -> String {
         .fetch_one(conn)
         .await
         .expect("read synchronous_commit")
+}
+
+/// The claim's probes that need no order, which tenants have queued tasks
+/// and whether one has more than 64 of them due, walk `tasks_queued` from
+/// its end. Claims take tasks from the front of a tenant's range, and the
+/// entry of a claimed task stays in the index while a snapshot older than
+/// its claim is open, as the long statements of a busy fleet keep one: a
+/// probe from the front stepped over every such entry, on every claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claims_probes_do_not_walk_the_tasks_claimed_before_them() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let config = QueueConfig {
+        stage_from: usize::MAX,
+        ..QueueConfig::default()
+    };
+    let store = db.store(config).await;
+    submit(&store, batch(600)).await;
+    let me = worker(&store).await;
+    // A snapshot from before the claim keeps the claimed tasks' queued
+    // versions, and so their entries.
+    let mut older = sqlx::PgConnection::connect(&db.url())
+        .await
+        .expect("connect");
+    let mut snapshot = older.begin().await.expect("begin");
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *snapshot)
+        .await
+        .expect("repeatable read");
+    let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE state = 'queued'")
+        .fetch_one(&mut *snapshot)
+        .await
+        .expect("take the snapshot");
+    assert_eq!(seen, 600);
+    assert_eq!(store.claim(me, 500).await.expect("claim").len(), 500);
+
+    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    let ClaimStatements {
+        settings,
+        tenants,
+        low,
+        ..
+    } = claim_statements(&pool).await;
+    let mut tx = pool.begin().await.expect("begin");
+    for setting in &settings {
+        let (name, value) = setting.split_once('=').expect("name=value");
+        sqlx::query("SELECT set_config($1, $2, true)")
+            .bind(name)
+            .bind(value)
+            .execute(&mut *tx)
+            .await
+            .expect("apply the function's setting");
+    }
+    // 100 tasks are left, so the low-water probe finds its 65th; a walk
+    // from the front read the 500 claimed ones first.
+    for (what, statement, most) in [
+        ("tenants' skip scan", &tenants, 4),
+        ("low-water probe", &low, 70),
+    ] {
+        // Test-only SQL: the function's own source, read from the catalog.
+        let explain = format!("EXPLAIN (ANALYZE, FORMAT JSON) {statement}");
+        let plan: Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap_or_else(|e| panic!("explain the {what}: {e}"));
+        let nodes = node_types(&plan[0]["Plan"]);
+        assert!(
+            nodes
+                .iter()
+                .any(|n| n.0 == "Index Only Scan" && n.1 == "tasks_queued"),
+            "the {what} reads tasks_queued alone; plan: {nodes:?}"
+        );
+        let read = heap_fetches(&plan[0]["Plan"]);
+        assert!(
+            read <= most,
+            "the {what} read {read} tasks, at most {most} expected; plan: {plan}"
+        );
+    }
+    tx.rollback().await.expect("rollback");
+    snapshot.rollback().await.expect("end the snapshot");
+}
+
+/// The statements inside `mcq_claim`, as the tests run them apart (tenant
+/// 0's), and the settings the function runs them with.
+struct ClaimStatements {
+    settings: Vec<String>,
+    /// One tenant's part of the claim (its size is `$1`).
+    claim: String,
+    /// The tenants with work waiting: a skip scan.
+    tenants: String,
+    /// Whether the tenant's due queued tasks are running low.
+    low: String,
+}
+
+async fn claim_statements(pool: &sqlx::PgPool) -> ClaimStatements {
+    let row = sqlx::query("SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'mcq_claim'")
+        .fetch_one(pool)
+        .await
+        .expect("mcq_claim exists");
+    let source: String = row.get("prosrc");
+    let settings: Vec<String> = row
+        .get::<Option<Vec<String>>, _>("proconfig")
+        .unwrap_or_default();
+    let statement = |from: &str, to: &str| {
+        let start = source
+            .find(from)
+            .unwrap_or_else(|| panic!("{from:?} in mcq_claim"));
+        let end = start
+            + source[start..]
+                .find(to)
+                .unwrap_or_else(|| panic!("{to:?} after {from:?}"));
+        source[start..end].to_owned()
+    };
+    let claim = statement("SELECT array_agg(f.id) INTO got", ";")
+        .replace(" INTO got", "")
+        .replace("t.tenant_id = tenant", "t.tenant_id = 0")
+        .replace("LIMIT part", "LIMIT $1");
+    let tenants = statement("WITH RECURSIVE q", ";").replace("\nINTO waiting, staged_for", "");
+    let low = format!(
+        "{}OFFSET 64 LIMIT 1",
+        statement("SELECT 1 FROM tasks t", "OFFSET low_water LIMIT 1")
+    )
+    .replace("t.tenant_id = tenant", "t.tenant_id = 0");
+    ClaimStatements {
+        settings,
+        claim,
+        tenants,
+        low,
+    }
+}
+
+/// Heap tuples an `EXPLAIN ANALYZE` plan's index-only scans fetched.
+fn heap_fetches(node: &Value) -> i64 {
+    node["Heap Fetches"].as_i64().unwrap_or(0)
+        + node["Plans"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(heap_fetches)
+            .sum::<i64>()
 }
 
 /// A migrated store whose `tables` the planner believes nearly empty: with

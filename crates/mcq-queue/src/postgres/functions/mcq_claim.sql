@@ -10,7 +10,12 @@
 -- into its job.
 --
 -- Fair share, work-conserving: the tenants with queued tasks or staged
--- rows are found by a skip scan (one index probe per tenant). A first pass
+-- rows are found by a skip scan (one index probe per tenant) that walks
+-- `tasks_queued` from its end. Claims take tasks from the front of each
+-- tenant's range, and the entry of a claimed task stays in the index until
+-- no snapshot older than its claim is left: a probe from the front stepped
+-- over every one of them (hundreds a probe under 256 busy workers), one
+-- from the end finds a task just written out. A first pass
 -- gives each an equal part of what is left, in an order that starts one
 -- tenant further on every claim (the sequence `mcq_claim_turn`), so that
 -- with fewer slots than tenants each still gets its turn; a second pass
@@ -28,7 +33,8 @@
 -- and each amortises its visit to the row. A staged row held by another
 -- claim comes back as a row of NULLs (see `mcq_claim_staged`). A small
 -- claim that leaves a tenant with staged jobs and at most 64 (a quarter
--- of the 256) queued tasks writes the next 256 out before it returns, so
+-- of the 256) due queued tasks, counted from the end of its range for the
+-- same reason, writes the next 256 out before it returns, so
 -- the queued tasks do not run dry under a fleet: when they did, every
 -- claim behind the one writing out found nothing, and the fleet spent a
 -- claim and a retry per worker each time. Writing 256 jobs out takes a
@@ -82,11 +88,11 @@ BEGIN
 -- Until the end of the calling transaction (a claim is its own).
 PERFORM set_config('synchronous_commit', 'off', true);
 WITH RECURSIVE q AS (
-    (SELECT t.tenant_id FROM tasks t WHERE t.state = 'queued' ORDER BY t.tenant_id LIMIT 1)
+    (SELECT t.tenant_id FROM tasks t WHERE t.state = 'queued' ORDER BY t.tenant_id DESC LIMIT 1)
     UNION ALL
     SELECT (SELECT t.tenant_id FROM tasks t
-            WHERE t.state = 'queued' AND t.tenant_id > q.tenant_id
-            ORDER BY t.tenant_id LIMIT 1)
+            WHERE t.state = 'queued' AND t.tenant_id < q.tenant_id
+            ORDER BY t.tenant_id DESC LIMIT 1)
     FROM q WHERE q.tenant_id IS NOT NULL
 ), r AS (
     (SELECT st.tenant_id FROM staged st ORDER BY st.tenant_id LIMIT 1)
@@ -134,7 +140,7 @@ FOR pass IN 1 .. 2 LOOP
         ELSIF spread > 0 AND tenant = ANY(staged_for) AND NOT EXISTS (
             SELECT 1 FROM tasks t
             WHERE t.state = 'queued' AND t.tenant_id = tenant AND t.run_at <= now()
-            ORDER BY t.tenant_id, t.priority DESC, t.run_at, t.id
+            ORDER BY t.tenant_id DESC, t.priority, t.run_at DESC, t.id DESC
             OFFSET low_water LIMIT 1
         ) THEN
             -- Running low: write the next jobs out now, taking none. A
