@@ -274,6 +274,10 @@ impl PgQueue {
             .fetch_all(&mut *tx)
             .await?;
         if rows.is_empty() {
+            // Ended here, not when the connection is next used: a store
+            // keeps its last connection, which would wait idle in a
+            // transaction until then.
+            tx.rollback().await?;
             return Ok(Reaped::default());
         }
         let mut reaped = Reaped::default();
@@ -345,7 +349,10 @@ impl PgQueue {
         .bind(error)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(row) = row else { return Ok(false) };
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(false);
+        };
         let job_id: Uuid = row.try_get("job_id")?;
         let state: String = row.try_get("state")?;
         let mut finished = BTreeMap::new();

@@ -105,6 +105,7 @@ impl PgQueue {
         .fetch_one(&mut *tx)
         .await?;
         if !exists {
+            tx.rollback().await?;
             return Ok(None);
         }
         // Its staged jobs are written out as queued ones first.

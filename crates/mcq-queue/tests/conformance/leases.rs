@@ -566,3 +566,49 @@ pub(crate) async fn a_heartbeat_offers_to_take_the_reaper_turn(db: &Db) {
     );
     assert!(!turn(Some(hour)).await, "a reap_in_turn counts too");
 }
+
+/// PostgreSQL: a reaper pass that finds no expired lease, a refused
+/// failure and the cancellation of an unknown batch end their
+/// transactions before they return. A store keeps the connection of its
+/// last call for its next one, so a transaction left to be rolled back
+/// on the next use sat idle in the database until then, where an
+/// `idle_in_transaction_session_timeout` would end the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_that_change_nothing_leave_no_transaction_open() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    let store = db.default_store().await;
+    submit(&store, single(1)).await;
+    let me = worker(&store).await;
+    let task = store
+        .claim(me, 1)
+        .await
+        .expect("claim")
+        .pop()
+        .expect("a task");
+    let pool = sqlx::PgPool::connect(&db.url()).await.expect("connect");
+    let open = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("read pg_stat_activity")
+    };
+    assert_eq!(store.reap().await.expect("reap"), Reaped::default());
+    assert_eq!(open().await, 0, "after a reaper pass that found nothing");
+    let refused = store
+        .fail(me, task.task_id, uuid::Uuid::new_v4(), "not this lease")
+        .await
+        .expect("fail");
+    assert!(!refused, "another lease's token is refused");
+    assert_eq!(open().await, 0, "after a refused failure");
+    let unknown = store
+        .cancel_batch(uuid::Uuid::new_v4(), mcq_queue::Scope::All)
+        .await
+        .expect("cancel");
+    assert_eq!(unknown, None);
+    assert_eq!(open().await, 0, "after cancelling an unknown batch");
+}
