@@ -42,15 +42,7 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
     // must walk the index.
     for mode in ["force_custom_plan", "force_generic_plan"] {
         let mut tx = pool.begin().await.expect("begin");
-        for setting in &settings {
-            let (name, value) = setting.split_once('=').expect("name=value");
-            sqlx::query("SELECT set_config($1, $2, true)")
-                .bind(name)
-                .bind(value)
-                .execute(&mut *tx)
-                .await
-                .expect("apply the function's setting");
-        }
+        apply(&mut tx, &settings).await;
         sqlx::query("SELECT set_config('plan_cache_mode', $1, true)")
             .bind(mode)
             .execute(&mut *tx)
@@ -367,15 +359,7 @@ async fn the_claims_probes_do_not_walk_the_tasks_claimed_before_them() {
         ..
     } = claim_statements(&pool).await;
     let mut tx = pool.begin().await.expect("begin");
-    for setting in &settings {
-        let (name, value) = setting.split_once('=').expect("name=value");
-        sqlx::query("SELECT set_config($1, $2, true)")
-            .bind(name)
-            .bind(value)
-            .execute(&mut *tx)
-            .await
-            .expect("apply the function's setting");
-    }
+    apply(&mut tx, &settings).await;
     // 100 tasks are left, so the low-water probe finds its 65th; a walk
     // from the front read the 500 claimed ones first.
     for (what, statement, most) in [
@@ -451,6 +435,19 @@ async fn claim_statements(pool: &sqlx::PgPool) -> ClaimStatements {
         claim,
         tenants,
         low,
+    }
+}
+
+/// Applies a function's `name=value` settings to the transaction `tx`.
+async fn apply(tx: &mut sqlx::PgConnection, settings: &[String]) {
+    for setting in settings {
+        let (name, value) = setting.split_once('=').expect("name=value");
+        sqlx::query("SELECT set_config($1, $2, true)")
+            .bind(name)
+            .bind(value)
+            .execute(&mut *tx)
+            .await
+            .expect("apply the function's setting");
     }
 }
 
