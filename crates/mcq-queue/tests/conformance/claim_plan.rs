@@ -452,14 +452,11 @@ async fn apply(tx: &mut sqlx::PgConnection, settings: &[String]) {
 }
 
 /// Heap tuples an `EXPLAIN ANALYZE` plan's index-only scans fetched.
-fn heap_fetches(node: &Value) -> i64 {
-    node["Heap Fetches"].as_i64().unwrap_or(0)
-        + node["Plans"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(heap_fetches)
-            .sum::<i64>()
+fn heap_fetches(plan: &Value) -> i64 {
+    plan_nodes(plan)
+        .iter()
+        .map(|n| n["Heap Fetches"].as_i64().unwrap_or(0))
+        .sum()
 }
 
 /// A migrated store whose `tables` the planner believes nearly empty: with
@@ -495,13 +492,23 @@ async fn stale_statistics(db: &Db, tables: &[&str], more: u64) -> (Store, sqlx::
 }
 
 /// (node type, index name) of a node and everything under it.
-fn node_types(node: &Value) -> Vec<(String, String)> {
-    let mut out = vec![(
-        node["Node Type"].as_str().unwrap_or_default().to_owned(),
-        node["Index Name"].as_str().unwrap_or_default().to_owned(),
-    )];
+fn node_types(plan: &Value) -> Vec<(String, String)> {
+    plan_nodes(plan)
+        .iter()
+        .map(|n| {
+            (
+                n["Node Type"].as_str().unwrap_or_default().to_owned(),
+                n["Index Name"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A plan node and every node under it.
+fn plan_nodes(node: &Value) -> Vec<&Value> {
+    let mut out = vec![node];
     for child in node["Plans"].as_array().into_iter().flatten() {
-        out.extend(node_types(child));
+        out.extend(plan_nodes(child));
     }
     out
 }
