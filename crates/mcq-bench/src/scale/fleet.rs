@@ -345,6 +345,9 @@ async fn measure(
         floor_efficiency: None,
         floor_db_cpu_per_task_us: None,
         floor_db_cores: None,
+        floor_visible_p50_ms: None,
+        floor_visible_p99_ms: None,
+        floor_visible_samples: 0,
         db_cpu_ratio: None,
     })
 }

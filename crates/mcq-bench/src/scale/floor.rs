@@ -8,19 +8,31 @@
 //! row in one autocommitted statement (`FOR UPDATE SKIP LOCKED` in a
 //! subquery feeding an `UPDATE … RETURNING`), holds it for the task time,
 //! and completes it in a second autocommitted statement. Nothing else:
-//! no leases, heartbeats, tenants, batches, results or notifications. Both
-//! commits keep the server's default durability.
+//! no leases, heartbeats, tenants, batches or results. Both commits keep
+//! the server's default durability.
+//!
+//! Its visibility probe is the least a queue can do for a reader waiting
+//! on one task: the probe writes a row that the loops' next claim takes
+//! first, the loop's completion of that row notifies in the same
+//! statement, and the probe, listening, reads the row's `finished_at` as
+//! soon as it hears of it. Measured as mcq's probe is (`visibility.rs`),
+//! from the completing transaction's start to the end of that read, it
+//! is the floor under mcq's visibility on the same machine in the same
+//! minutes.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::Connection as _;
-use sqlx::postgres::PgConnection;
-use tokio::task::JoinSet;
+use sqlx::postgres::{PgConnection, PgListener};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
 
-use super::cpu;
 use super::fleet::Database;
+use super::{cpu, visibility};
+use crate::stats::quantile_sorted;
 
 /// The minimal queue's statements; its table, `mcq_bench_floor`, lives in
 /// the benchmark's database for the run. The loops may connect as another
@@ -42,6 +54,18 @@ const CLAIM: &str = "UPDATE mcq_bench_floor SET claimed_at = now() WHERE id = (
     FOR UPDATE SKIP LOCKED) RETURNING id";
 const COMPLETE: &str =
     "UPDATE mcq_bench_floor SET done = true, finished_at = now() WHERE id = $1 AND NOT done";
+/// A probe's row: its id is below zero, so the loops' claim, lowest id
+/// first, takes it next, as mcq's probe jobs go first by priority.
+const PROBE: &str =
+    "INSERT INTO mcq_bench_floor (id, done) OVERRIDING SYSTEM VALUE VALUES ($1, false)";
+/// Where a probe row's completion is announced.
+const CHANNEL: &str = "mcq_bench_floor";
+/// A probe row's completion, announced in the same statement and commit.
+const COMPLETE_PROBE: &str = "WITH done AS (
+    UPDATE mcq_bench_floor SET done = true, finished_at = now() WHERE id = $1 AND NOT done
+    RETURNING id)
+SELECT pg_notify('mcq_bench_floor', id::text) FROM done";
+const FINISHED: &str = "SELECT finished_at FROM mcq_bench_floor WHERE id = $1";
 const LEFT: &str = "SELECT EXISTS (SELECT 1 FROM mcq_bench_floor WHERE claimed_at IS NULL)";
 const BACKEND: &str = "SELECT pg_backend_pid()";
 const CONNECTED: &str = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)";
@@ -57,10 +81,17 @@ pub struct FloorRow {
     pub efficiency: f64,
     /// CPU seconds of the database's processes during the run.
     pub db_cpu_s: Option<f64>,
-    /// Of those, microseconds per task.
+    /// Of those, microseconds per task (the probe's rows counted).
     pub db_cpu_per_task_us: Option<f64>,
     /// Database CPU over wall time.
     pub db_cores: Option<f64>,
+    /// Median time from a probe row's completion to the probe's read of
+    /// it, in milliseconds.
+    pub visible_p50_ms: Option<f64>,
+    /// 99th percentile of that time.
+    pub visible_p99_ms: Option<f64>,
+    /// Probe rows measured.
+    pub visible_samples: usize,
     /// The loops' backends still connected when the database's CPU was
     /// read the second time: all of them, so that none of their CPU had
     /// moved from its own nanosecond account to its parent's ticks.
@@ -130,15 +161,33 @@ pub(crate) async fn run(
         backends.push(pid);
         conns.push(conn);
     }
+    // The probe listens before the clock starts, as mcq's control store does.
+    let probes = visibility::probes_for(tasks);
+    let mut listener = PgListener::connect(control_url)
+        .await
+        .context("connecting the minimal queue's probe")?;
+    listener
+        .listen(CHANNEL)
+        .await
+        .context("listening for the minimal queue's probe")?;
+    let ideal_s = tasks as f64 * hold.as_secs_f64() / loops as f64;
     let db_before = database.cpu_seconds();
     let started = Instant::now();
     let mut set = JoinSet::new();
     for conn in conns {
         set.spawn(run_loop(conn, hold));
     }
-    let limit =
-        Duration::from_secs_f64(tasks as f64 * hold.as_secs_f64() / loops as f64 * 20.0 + 120.0);
-    let mut done = 0u64;
+    // Spread over the batch's ideal length, as mcq's probe jobs are.
+    let probe_stop = CancellationToken::new();
+    let probe = start_probe(
+        control,
+        listener,
+        probes,
+        Duration::from_secs_f64(ideal_s / (probes as f64 + 1.0)),
+        probe_stop.clone(),
+    );
+    let limit = Duration::from_secs_f64(ideal_s * 20.0 + 120.0);
+    let mut done = Completed::default();
     let mut finished = Vec::with_capacity(loops);
     while let Some(joined) =
         tokio::time::timeout(limit.saturating_sub(started.elapsed()), set.join_next())
@@ -146,7 +195,8 @@ pub(crate) async fn run(
             .context("the minimal queue did not finish in time")?
     {
         let (completed, conn) = joined.context("a minimal-queue loop panicked")??;
-        done += completed;
+        done.tasks += completed.tasks;
+        done.probes += completed.probes;
         finished.push(conn);
     }
     let wall = started.elapsed().as_secs_f64();
@@ -155,6 +205,12 @@ pub(crate) async fn run(
     // ticks, and a size of a few dozen tasks could read nothing at all.
     // mcq's fleet is read the same way, before it stops.
     let db_after = database.cpu_seconds();
+    // A probe row written after the last loop ended is never claimed.
+    probe_stop.cancel();
+    let (mut control, mut visible) = probe
+        .await
+        .context("the minimal queue's probe panicked")??;
+    visible.sort_by(f64::total_cmp);
     let (backends_at_reading,): (i64,) = sqlx::query_as(CONNECTED)
         .bind(&backends)
         .fetch_one(&mut control)
@@ -163,8 +219,18 @@ pub(crate) async fn run(
     for conn in finished {
         let _ = conn.close().await;
     }
-    if done != tasks {
-        bail!("the minimal queue completed {done} of {tasks} tasks");
+    if done.tasks != tasks {
+        bail!(
+            "the minimal queue completed {} of {tasks} tasks",
+            done.tasks
+        );
+    }
+    if done.probes < visible.len() as u64 {
+        bail!(
+            "the minimal queue's probe read {} rows, but its loops completed {}",
+            visible.len(),
+            done.probes
+        );
     }
     let (span_s,): (Option<f64>,) = sqlx::query_as(SPAN)
         .fetch_one(&mut control)
@@ -179,16 +245,29 @@ pub(crate) async fn run(
         throughput_per_s: throughput,
         efficiency: throughput / ideal,
         db_cpu_s,
-        db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / tasks as f64),
+        db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / (tasks + done.probes) as f64),
         db_cores: db_cpu_s.map(|s| s / wall),
+        visible_p50_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.5)),
+        visible_p99_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.99)),
+        visible_samples: visible.len(),
         backends_at_reading: usize::try_from(backends_at_reading).unwrap_or(0),
     })
 }
 
+/// Rows a loop completed: the batch's, and the probe's.
+#[derive(Debug, Default, Clone, Copy)]
+struct Completed {
+    tasks: u64,
+    probes: u64,
+}
+
 /// One loop: claim a row, hold it, complete it, until no row is left.
 /// Returns how many rows it completed, and its connection, still open.
-async fn run_loop(mut conn: PgConnection, hold: Duration) -> anyhow::Result<(u64, PgConnection)> {
-    let mut completed = 0;
+async fn run_loop(
+    mut conn: PgConnection,
+    hold: Duration,
+) -> anyhow::Result<(Completed, PgConnection)> {
+    let mut completed = Completed::default();
     loop {
         let claimed: Option<i64> = sqlx::query_scalar(CLAIM)
             .fetch_optional(&mut conn)
@@ -208,22 +287,87 @@ async fn run_loop(mut conn: PgConnection, hold: Duration) -> anyhow::Result<(u64
             continue;
         };
         tokio::time::sleep(hold).await;
-        let updated = sqlx::query(COMPLETE)
-            .bind(id)
-            .execute(&mut conn)
-            .await
-            .context("minimal-queue completion")?
-            .rows_affected();
+        let updated = if id < 0 {
+            completed.probes += 1;
+            sqlx::query(COMPLETE_PROBE)
+                .bind(id)
+                .fetch_all(&mut conn)
+                .await
+                .context("minimal-queue completion of a probe row")?
+                .len() as u64
+        } else {
+            completed.tasks += 1;
+            sqlx::query(COMPLETE)
+                .bind(id)
+                .execute(&mut conn)
+                .await
+                .context("minimal-queue completion")?
+                .rows_affected()
+        };
         if updated != 1 {
             bail!("the minimal queue's row {id} was completed twice");
         }
-        completed += 1;
     }
     Ok((completed, conn))
 }
 
+/// The probe: writes `count` rows, one at a time, `every` apart, and
+/// times each from its completion to its read once announced. Ends early
+/// when `stop` is cancelled (the loops have ended); gives back the
+/// connection it wrote and read through, and the times in milliseconds.
+fn start_probe(
+    mut conn: PgConnection,
+    mut listener: PgListener,
+    count: usize,
+    every: Duration,
+    stop: CancellationToken,
+) -> JoinHandle<anyhow::Result<(PgConnection, Vec<f64>)>> {
+    tokio::spawn(async move {
+        let mut seen = Vec::with_capacity(count);
+        for k in 0..count {
+            if k > 0 {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = stop.cancelled() => break,
+                }
+            }
+            let id = -i64::try_from(k + 1).context("too many probe rows")?;
+            sqlx::query(PROBE)
+                .bind(id)
+                .execute(&mut conn)
+                .await
+                .context("writing a probe row of the minimal queue")?;
+            let key = id.to_string();
+            let heard = loop {
+                tokio::select! {
+                    biased;
+                    note = listener.recv() => {
+                        let note = note.context("the minimal queue's listener")?;
+                        if note.payload() == key {
+                            break true;
+                        }
+                    }
+                    () = stop.cancelled() => break false,
+                }
+            };
+            if !heard {
+                break;
+            }
+            let finished: Option<DateTime<Utc>> = sqlx::query_scalar(FINISHED)
+                .bind(id)
+                .fetch_one(&mut conn)
+                .await
+                .context("reading a probe row of the minimal queue")?;
+            let read = Utc::now();
+            let finished = finished.context("an announced probe row without its finish")?;
+            seen.push((read - finished).num_microseconds().unwrap_or(0) as f64 / 1e3);
+        }
+        Ok((conn, seen))
+    })
+}
+
 /// PostgreSQL: the minimal queue's CPU is read while its loops are still
-/// connected.
+/// connected, and its probe's rows are claimed and heard.
 #[cfg(test)]
 mod on_postgres {
     use std::time::Duration;
@@ -232,17 +376,22 @@ mod on_postgres {
     use crate::scale::fleet::Database;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_loops_are_connected_when_their_cpu_is_read() {
+    async fn the_loops_are_connected_when_their_cpu_is_read_and_the_probe_is_heard() {
         let Some(db) = mcq_testdb::postgres().await else {
             return;
         };
         prepare(&db.url).await.expect("prepare");
         let database = Database::locate(&db.url).await;
-        let row = run(&db.url, &db.url, database, 3, 12, Duration::from_millis(2))
+        // 60 rows of 2 ms over 3 loops: at least 40 ms of work, so the
+        // probe's first row, written as the loops start, is claimed.
+        let row = run(&db.url, &db.url, database, 3, 60, Duration::from_millis(2))
             .await
             .expect("the minimal queue runs");
         remove(&db.url).await;
         assert_eq!(row.backends_at_reading, 3, "{row:?}");
+        assert!((1..=2).contains(&row.visible_samples), "{row:?}");
+        let (p50, p99) = (row.visible_p50_ms.unwrap(), row.visible_p99_ms.unwrap());
+        assert!(p50 > 0.0 && p50 <= p99, "{row:?}");
         if database.postmaster.is_some() {
             let cpu = row.db_cpu_s.expect("a reading");
             assert!(cpu > 0.0, "{row:?}");

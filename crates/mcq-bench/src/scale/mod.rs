@@ -147,6 +147,13 @@ pub struct SizeRow {
     pub floor_db_cpu_per_task_us: Option<f64>,
     /// The cores the database kept busy for the minimal queue.
     pub floor_db_cores: Option<f64>,
+    /// Median time from a minimal-queue probe row's completion to a
+    /// waiting reader's read of it, in milliseconds (`floor.rs`).
+    pub floor_visible_p50_ms: Option<f64>,
+    /// 99th percentile of that time.
+    pub floor_visible_p99_ms: Option<f64>,
+    /// Minimal-queue probe rows measured.
+    pub floor_visible_samples: usize,
     /// mcq's database CPU per task over the minimal queue's.
     pub db_cpu_ratio: Option<f64>,
 }
@@ -158,6 +165,9 @@ impl SizeRow {
         self.floor_efficiency = Some(floor.efficiency);
         self.floor_db_cpu_per_task_us = floor.db_cpu_per_task_us;
         self.floor_db_cores = floor.db_cores;
+        self.floor_visible_p50_ms = floor.visible_p50_ms;
+        self.floor_visible_p99_ms = floor.visible_p99_ms;
+        self.floor_visible_samples = floor.visible_samples;
         self.db_cpu_ratio = self
             .db_cpu_per_task_us
             .zip(floor.db_cpu_per_task_us)

@@ -88,7 +88,7 @@ fn opt(value: Option<f64>, digits: usize) -> String {
 }
 
 /// The table's rows as cells.
-fn cells(summary: &ScaleSummary) -> Vec<[String; 21]> {
+fn cells(summary: &ScaleSummary) -> Vec<[String; 23]> {
     summary
         .sizes
         .iter()
@@ -108,6 +108,8 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 21]> {
                 opt(r.db_cpu_ratio, 2),
                 r.floor_efficiency
                     .map_or("–".to_owned(), |e| format!("{:.1}%", e * 100.0)),
+                opt(r.floor_visible_p50_ms, 2),
+                opt(r.floor_visible_p99_ms, 1),
                 opt(r.db_cores, 2),
                 opt(r.bench_cores, 2),
                 opt(r.other_cores, 2),
@@ -121,7 +123,7 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 21]> {
         .collect()
 }
 
-const HEADERS: [&str; 21] = [
+const HEADERS: [&str; 23] = [
     "workers",
     "tasks",
     "ideal/s",
@@ -135,6 +137,8 @@ const HEADERS: [&str; 21] = [
     "floor µs/task",
     "ratio",
     "floor of ideal",
+    "floor visible p50 ms",
+    "floor visible p99 ms",
     "DB cores",
     "fleet cores",
     "other cores",

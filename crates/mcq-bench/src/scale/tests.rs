@@ -35,6 +35,9 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         floor_efficiency: None,
         floor_db_cpu_per_task_us: None,
         floor_db_cores: None,
+        floor_visible_p50_ms: None,
+        floor_visible_p99_ms: None,
+        floor_visible_samples: 0,
         db_cpu_ratio: None,
     }
 }
@@ -218,6 +221,13 @@ fn a_small_run_writes_files_that_parse() {
         // all held for the same 10 ms, and the ratio is of the two CPUs.
         let floor = row.floor_efficiency.expect("the minimal queue ran");
         assert!(floor > 0.0 && floor <= 1.05, "{row:?}");
+        // Its probe's first row goes in as its loops start and is heard.
+        assert!(row.floor_visible_samples >= 1, "{row:?}");
+        let (p50, p99) = (
+            row.floor_visible_p50_ms.unwrap(),
+            row.floor_visible_p99_ms.unwrap(),
+        );
+        assert!(p50 > 0.0 && p50 <= p99, "{row:?}");
         if let (Some(m), Some(f)) = (row.db_cpu_per_task_us, row.floor_db_cpu_per_task_us)
             && f > 0.0
         {
@@ -236,6 +246,11 @@ fn a_small_run_writes_files_that_parse() {
     );
     assert!(report.table.contains("floor µs/task"), "{}", report.table);
     assert!(report.table.contains("visible p99 ms"), "{}", report.table);
+    assert!(
+        report.table.contains("floor visible p99 ms"),
+        "{}",
+        report.table
+    );
     assert!(report.table.contains("idle DB ms/job"), "{}", report.table);
     assert!(
         report.table.contains("warm-up DB ms/worker"),
