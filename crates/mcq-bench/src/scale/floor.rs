@@ -311,10 +311,12 @@ async fn run_loop(
     Ok((completed, conn))
 }
 
-/// The probe: writes `count` rows, one at a time, `every` apart, and
-/// times each from its completion to its read once announced. Ends early
-/// when `stop` is cancelled (the loops have ended); gives back the
-/// connection it wrote and read through, and the times in milliseconds.
+/// The probe: writes `count` rows `every` apart, without waiting for one
+/// before the next (as mcq's probe submits its jobs), and times each from
+/// its completion to its read once announced. Ends when every row written
+/// has been read, or when `stop` is cancelled (the loops have ended, and a
+/// row written after them is never claimed); gives back the connection it
+/// wrote and read through, and the times in milliseconds.
 fn start_probe(
     mut conn: PgConnection,
     mut listener: PgListener,
@@ -324,43 +326,44 @@ fn start_probe(
 ) -> JoinHandle<anyhow::Result<(PgConnection, Vec<f64>)>> {
     tokio::spawn(async move {
         let mut seen = Vec::with_capacity(count);
-        for k in 0..count {
-            if k > 0 {
-                tokio::select! {
-                    () = tokio::time::sleep(every) => {}
-                    () = stop.cancelled() => break,
-                }
-            }
-            let id = -i64::try_from(k + 1).context("too many probe rows")?;
-            sqlx::query(PROBE)
-                .bind(id)
-                .execute(&mut conn)
-                .await
-                .context("writing a probe row of the minimal queue")?;
-            let key = id.to_string();
-            let heard = loop {
-                tokio::select! {
-                    biased;
-                    note = listener.recv() => {
-                        let note = note.context("the minimal queue's listener")?;
-                        if note.payload() == key {
-                            break true;
-                        }
-                    }
-                    () = stop.cancelled() => break false,
-                }
-            };
-            if !heard {
+        let (mut written, mut outstanding) = (0usize, 0usize);
+        let mut next = tokio::time::Instant::now();
+        loop {
+            let more = written < count;
+            if !more && outstanding == 0 {
                 break;
             }
-            let finished: Option<DateTime<Utc>> = sqlx::query_scalar(FINISHED)
-                .bind(id)
-                .fetch_one(&mut conn)
-                .await
-                .context("reading a probe row of the minimal queue")?;
-            let read = Utc::now();
-            let finished = finished.context("an announced probe row without its finish")?;
-            seen.push((read - finished).num_microseconds().unwrap_or(0) as f64 / 1e3);
+            tokio::select! {
+                biased;
+                note = listener.recv() => {
+                    let note = note.context("the minimal queue's listener")?;
+                    let Ok(id) = note.payload().parse::<i64>() else {
+                        continue;
+                    };
+                    let finished: Option<DateTime<Utc>> = sqlx::query_scalar(FINISHED)
+                        .bind(id)
+                        .fetch_one(&mut conn)
+                        .await
+                        .context("reading a probe row of the minimal queue")?;
+                    let read = Utc::now();
+                    let finished =
+                        finished.context("an announced probe row without its finish")?;
+                    seen.push((read - finished).num_microseconds().unwrap_or(0) as f64 / 1e3);
+                    outstanding = outstanding.saturating_sub(1);
+                }
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep_until(next), if more => {
+                    let id = -i64::try_from(written + 1).context("too many probe rows")?;
+                    sqlx::query(PROBE)
+                        .bind(id)
+                        .execute(&mut conn)
+                        .await
+                        .context("writing a probe row of the minimal queue")?;
+                    written += 1;
+                    outstanding += 1;
+                    next += every;
+                }
+            }
         }
         Ok((conn, seen))
     })
@@ -370,10 +373,61 @@ fn start_probe(
 /// connected, and its probe's rows are claimed and heard.
 #[cfg(test)]
 mod on_postgres {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
-    use super::{prepare, remove, run};
+    use sqlx::Connection as _;
+    use sqlx::postgres::{PgConnection, PgListener};
+    use tokio_util::sync::CancellationToken;
+
+    use super::{CHANNEL, COMPLETE_PROBE, prepare, remove, run, start_probe};
     use crate::scale::fleet::Database;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_probe_writes_its_rows_without_waiting_for_the_ones_before() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        prepare(&db.url).await.expect("prepare");
+        let mut listener = PgListener::connect(&db.url).await.expect("listener");
+        listener.listen(CHANNEL).await.expect("listen");
+        let conn = PgConnection::connect(&db.url).await.expect("connect");
+        let probe = start_probe(
+            conn,
+            listener,
+            3,
+            Duration::from_millis(1),
+            CancellationToken::new(),
+        );
+        // No loop claims them: a probe that waited for each row before
+        // the next would never write a second.
+        let mut control = PgConnection::connect(&db.url).await.expect("connect");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let written: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM mcq_bench_floor WHERE id < 0")
+                    .fetch_one(&mut control)
+                    .await
+                    .expect("count");
+            if written == 3 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{written} probe rows written");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for id in [-1_i64, -2, -3] {
+            let announced = sqlx::query(COMPLETE_PROBE)
+                .bind(id)
+                .fetch_all(&mut control)
+                .await
+                .expect("complete");
+            assert_eq!(announced.len(), 1, "row {id}");
+        }
+        let (conn, seen) = probe.await.expect("the probe").expect("the probe's rows");
+        let _ = conn.close().await;
+        let _ = control.close().await;
+        remove(&db.url).await;
+        assert_eq!(seen.len(), 3, "{seen:?}");
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_loops_are_connected_when_their_cpu_is_read_and_the_probe_is_heard() {

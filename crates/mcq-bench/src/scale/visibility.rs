@@ -2,10 +2,13 @@
 //! after the worker has recorded it, while the fleet works through the
 //! batch.
 //!
-//! A probe submits one single-task job at a time, at a higher priority
-//! than the batch (so the next claim takes it), and waits on it as a long
-//! poll does: until the job's finished-work announcement, then a read of
-//! the job. Its visibility is the time from the job's `finished_at` (the
+//! A probe submits single-task jobs on a schedule, at a higher priority
+//! than the batch (so the next claim takes each), and waits on each as a
+//! long poll does: until the job's finished-work announcement, then a read
+//! of the job. It does not wait for one job before it submits the next: a
+//! job claimed by a busy worker runs after the work that worker claimed
+//! ahead, and probes one at a time would then number a few dozen a size,
+//! too few for a 99th percentile. Its visibility is the time from the job's `finished_at` (the
 //! database's clock when the completion that recorded it began) to the
 //! end of that read (this process's clock). Both clocks are this
 //! machine's when the database runs beside the benchmark, as `mcq bench
@@ -18,7 +21,7 @@ use std::time::Duration;
 use anyhow::Context;
 use mcq_kernel::ValidSpec;
 use mcq_queue::Store;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::single;
@@ -48,7 +51,7 @@ pub(crate) fn start(
     stop: CancellationToken,
 ) -> JoinHandle<anyhow::Result<()>> {
     tokio::spawn(async move {
-        let mut events = control.finished_events();
+        let mut waiting = JoinSet::new();
         for k in 0..count {
             if k > 0 {
                 tokio::select! {
@@ -56,17 +59,28 @@ pub(crate) fn start(
                     () = stop.cancelled() => break,
                 }
             }
-            let (view, read) = single::submit_and_wait(
-                &control,
-                &mut events,
-                (spec.with_seed(seed + k as u64), PRIORITY),
-                PATIENCE,
-            )
-            .await
-            .context("a probe job")?;
-            let finished = view.timings.finished_at.context("a finished job")?;
-            let ms = (read - finished).num_microseconds().unwrap_or(0) as f64 / 1e3;
-            seen.lock().expect("the probe's samples").push(ms);
+            // A probe job that failed ends the probe, saying why.
+            while let Some(done) = waiting.try_join_next() {
+                done.context("a probe job panicked")??;
+            }
+            // Subscribed before the submission, so that no announcement
+            // of the job can come before its waiter listens.
+            let mut events = control.finished_events();
+            let (control, seen) = (control.clone(), seen.clone());
+            let job = (spec.with_seed(seed + k as u64), PRIORITY);
+            waiting.spawn(async move {
+                let (view, read) = single::submit_and_wait(&control, &mut events, job, PATIENCE)
+                    .await
+                    .context("a probe job")?;
+                let finished = view.timings.finished_at.context("a finished job")?;
+                let ms = (read - finished).num_microseconds().unwrap_or(0) as f64 / 1e3;
+                seen.lock().expect("the probe's samples").push(ms);
+                anyhow::Ok(())
+            });
+        }
+        // The jobs in flight are the fleet's to finish; the fleet still runs.
+        while let Some(done) = waiting.join_next().await {
+            done.context("a probe job panicked")??;
         }
         Ok(())
     })
@@ -86,5 +100,65 @@ mod tests {
         for tasks in [40, 80, 640, 5_120, 10_240, 1_000_000] {
             assert!(probes_for(tasks) as u64 * 16 <= tasks, "{tasks}");
         }
+    }
+}
+
+/// On a real (SQLite) store: the probe's jobs go in on their schedule
+/// while the ones before them still wait, and each is measured once a
+/// worker has run them.
+#[cfg(test)]
+mod on_a_store {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use mcq_kernel::Spec;
+    use mcq_queue::{QueueConfig, Store};
+    use mcq_worker::{Worker, WorkerConfig};
+    use tokio_util::sync::CancellationToken;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn probe_jobs_go_in_without_waiting_for_the_ones_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("queue.sqlite").display());
+        let store = Store::connect(&url, QueueConfig::default()).await.unwrap();
+        store.migrate().await.unwrap();
+        let spec = Spec {
+            runs: Some(2),
+            seed: Some(1),
+            ..Spec::default()
+        }
+        .validate()
+        .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = CancellationToken::new();
+        let probe = super::start(
+            store.clone(),
+            spec,
+            1,
+            3,
+            Duration::from_millis(1),
+            seen.clone(),
+            stop.clone(),
+        );
+        // No worker runs yet, so no job finishes: a probe that waited for
+        // each would never queue a second.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let queued = store.queue().await.unwrap().depth.queued;
+            if queued == 3 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{queued} probe jobs queued");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let token = CancellationToken::new();
+        let worker =
+            tokio::spawn(Worker::new(store.clone(), WorkerConfig::default()).run(token.clone()));
+        probe.await.unwrap().unwrap();
+        token.cancel();
+        worker.await.unwrap().unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert!(seen.iter().all(|ms| *ms >= 0.0), "{seen:?}");
     }
 }
