@@ -312,7 +312,8 @@ async fn run_loop(
 }
 
 /// The probe: writes `count` rows `every` apart, without waiting for one
-/// before the next (as mcq's probe submits its jobs), and times each from
+/// before the next (up to `visibility::IN_FLIGHT` at once, as mcq's probe
+/// submits its jobs), and times each from
 /// its completion to its read once announced. Ends when every row written
 /// has been read, or when `stop` is cancelled (the loops have ended, and a
 /// row written after them is never claimed); gives back the connection it
@@ -352,7 +353,7 @@ fn start_probe(
                     outstanding = outstanding.saturating_sub(1);
                 }
                 () = stop.cancelled() => break,
-                () = tokio::time::sleep_until(next), if more => {
+                () = tokio::time::sleep_until(next), if more && outstanding < visibility::IN_FLIGHT => {
                     let id = -i64::try_from(written + 1).context("too many probe rows")?;
                     sqlx::query(PROBE)
                         .bind(id)
@@ -361,7 +362,9 @@ fn start_probe(
                         .context("writing a probe row of the minimal queue")?;
                     written += 1;
                     outstanding += 1;
-                    next += every;
+                    // After a wait for a free place, the schedule goes on
+                    // from now rather than catch up in a burst.
+                    next = (next + every).max(tokio::time::Instant::now());
                 }
             }
         }
@@ -381,6 +384,7 @@ mod on_postgres {
 
     use super::{CHANNEL, COMPLETE_PROBE, prepare, remove, run, start_probe};
     use crate::scale::fleet::Database;
+    use crate::scale::visibility::IN_FLIGHT;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_probe_writes_its_rows_without_waiting_for_the_ones_before() {
@@ -391,42 +395,63 @@ mod on_postgres {
         let mut listener = PgListener::connect(&db.url).await.expect("listener");
         listener.listen(CHANNEL).await.expect("listen");
         let conn = PgConnection::connect(&db.url).await.expect("connect");
+        let count = IN_FLIGHT + 2;
         let probe = start_probe(
             conn,
             listener,
-            3,
+            count,
             Duration::from_millis(1),
             CancellationToken::new(),
         );
         // No loop claims them: a probe that waited for each row before
-        // the next would never write a second.
+        // the next would never write a second, and one without a bound
+        // would write them all.
         let mut control = PgConnection::connect(&db.url).await.expect("connect");
+        let written = async |control: &mut PgConnection| -> i64 {
+            sqlx::query_scalar("SELECT count(*) FROM mcq_bench_floor WHERE id < 0")
+                .fetch_one(control)
+                .await
+                .expect("count")
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let written: i64 =
-                sqlx::query_scalar("SELECT count(*) FROM mcq_bench_floor WHERE id < 0")
-                    .fetch_one(&mut control)
-                    .await
-                    .expect("count");
-            if written == 3 {
+            let now = written(&mut control).await;
+            assert!(now <= IN_FLIGHT as i64, "{now} rows written at once");
+            if now == IN_FLIGHT as i64 {
                 break;
             }
-            assert!(Instant::now() < deadline, "{written} probe rows written");
+            assert!(Instant::now() < deadline, "{now} probe rows written");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        for id in [-1_i64, -2, -3] {
-            let announced = sqlx::query(COMPLETE_PROBE)
-                .bind(id)
-                .fetch_all(&mut control)
-                .await
-                .expect("complete");
-            assert_eq!(announced.len(), 1, "row {id}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = written(&mut control).await;
+        assert_eq!(now, IN_FLIGHT as i64, "rows written at once");
+        // Then every row written is completed, as a loop would, and the
+        // probe writes the rest.
+        let mut completed = 0;
+        while completed < count {
+            let now = usize::try_from(written(&mut control).await).expect("a count");
+            while completed < now {
+                completed += 1;
+                let id = -i64::try_from(completed).expect("a row");
+                let announced = sqlx::query(COMPLETE_PROBE)
+                    .bind(id)
+                    .fetch_all(&mut control)
+                    .await
+                    .expect("complete");
+                assert_eq!(announced.len(), 1, "row {id}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{completed} probe rows completed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let (conn, seen) = probe.await.expect("the probe").expect("the probe's rows");
         let _ = conn.close().await;
         let _ = control.close().await;
         remove(&db.url).await;
-        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert_eq!(seen.len(), count, "{seen:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

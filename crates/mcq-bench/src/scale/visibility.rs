@@ -5,10 +5,10 @@
 //! A probe submits single-task jobs on a schedule, at a higher priority
 //! than the batch (so the next claim takes each), and waits on each as a
 //! long poll does: until the job's finished-work announcement, then a read
-//! of the job. It does not wait for one job before it submits the next: a
-//! job claimed by a busy worker runs after the work that worker claimed
-//! ahead, and probes one at a time would then number a few dozen a size,
-//! too few for a 99th percentile. Its visibility is the time from the job's `finished_at` (the
+//! of the job. It does not wait for one job before it submits the next
+//! (up to [`IN_FLIGHT`] at once): a job claimed by a busy worker runs
+//! after the work that worker claimed ahead, and probes one at a time
+//! would then number a few dozen a size, too few for a 99th percentile. Its visibility is the time from the job's `finished_at` (the
 //! database's clock when the completion that recorded it began) to the
 //! end of that read (this process's clock). Both clocks are this
 //! machine's when the database runs beside the benchmark, as `mcq bench
@@ -32,6 +32,12 @@ const PRIORITY: i16 = 1;
 /// Longest wait for one probe job before the probe gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// Most probe jobs waited on at once. Past it the next waits for one to
+/// finish: each submission is a transaction of its own that announces new
+/// work, and a saturated database (256 workers on two cores) queues them
+/// on its notification lock until one times out.
+pub(crate) const IN_FLIGHT: usize = 8;
+
 /// How many probe jobs a batch of `tasks` gets: one per 32 tasks, at least
 /// 2 and at most 1,000, so that probes take at most a thirty-second of the
 /// fleet's slots. A 99th percentile needs a hundred probes or more to be
@@ -52,7 +58,7 @@ pub(crate) fn start(
 ) -> JoinHandle<anyhow::Result<()>> {
     tokio::spawn(async move {
         let mut waiting = JoinSet::new();
-        for k in 0..count {
+        'probes: for k in 0..count {
             if k > 0 {
                 tokio::select! {
                     () = tokio::time::sleep(every) => {}
@@ -62,6 +68,14 @@ pub(crate) fn start(
             // A probe job that failed ends the probe, saying why.
             while let Some(done) = waiting.try_join_next() {
                 done.context("a probe job panicked")??;
+            }
+            while waiting.len() >= IN_FLIGHT {
+                tokio::select! {
+                    Some(done) = waiting.join_next() => {
+                        done.context("a probe job panicked")??;
+                    }
+                    () = stop.cancelled() => break 'probes,
+                }
             }
             // Subscribed before the submission, so that no announcement
             // of the job can come before its waiter listens.
@@ -104,8 +118,8 @@ mod tests {
 }
 
 /// On a real (SQLite) store: the probe's jobs go in on their schedule
-/// while the ones before them still wait, and each is measured once a
-/// worker has run them.
+/// while the ones before them still wait, up to [`IN_FLIGHT`] at once,
+/// and each is measured once a worker has run them.
 #[cfg(test)]
 mod on_a_store {
     use std::sync::{Arc, Mutex};
@@ -115,6 +129,8 @@ mod on_a_store {
     use mcq_queue::{QueueConfig, Store};
     use mcq_worker::{Worker, WorkerConfig};
     use tokio_util::sync::CancellationToken;
+
+    use super::IN_FLIGHT;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn probe_jobs_go_in_without_waiting_for_the_ones_before() {
@@ -131,26 +147,31 @@ mod on_a_store {
         .unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = CancellationToken::new();
+        let count = IN_FLIGHT + 2;
         let probe = super::start(
             store.clone(),
             spec,
             1,
-            3,
+            count,
             Duration::from_millis(1),
             seen.clone(),
             stop.clone(),
         );
         // No worker runs yet, so no job finishes: a probe that waited for
-        // each would never queue a second.
+        // each would never queue a second, and one without a bound would
+        // queue them all.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let queued = store.queue().await.unwrap().depth.queued;
-            if queued == 3 {
+            if queued >= IN_FLIGHT as u64 {
                 break;
             }
             assert!(Instant::now() < deadline, "{queued} probe jobs queued");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let queued = store.queue().await.unwrap().depth.queued;
+        assert_eq!(queued, IN_FLIGHT as u64, "probe jobs queued at once");
         let token = CancellationToken::new();
         let worker =
             tokio::spawn(Worker::new(store.clone(), WorkerConfig::default()).run(token.clone()));
@@ -158,7 +179,7 @@ mod on_a_store {
         token.cancel();
         worker.await.unwrap().unwrap();
         let seen = seen.lock().unwrap().clone();
-        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert_eq!(seen.len(), count, "{seen:?}");
         assert!(seen.iter().all(|ms| *ms >= 0.0), "{seen:?}");
     }
 }
