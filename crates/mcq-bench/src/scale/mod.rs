@@ -332,7 +332,7 @@ async fn run_sizes(
     plan: &ScalePlan,
     observer: &(dyn Fn(&SizeRow) + Sync),
 ) -> anyhow::Result<Vec<SizeRow>> {
-    let control = Store::connect(&plan.database_url, QueueConfig::default())
+    let control = Store::connect(&plan.database_url, control_config())
         .await
         .context("connecting to the database")?;
     control.migrate().await.context("applying migrations")?;
@@ -398,6 +398,23 @@ async fn run_sizes(
     Ok(rows)
 }
 
+/// Connections of the benchmark's own store: one per probe job waited on
+/// at once (each reads its job when it hears of it), its `LISTEN`, the
+/// batch's waiter and its submissions.
+const CONTROL_POOL: u32 = visibility::IN_FLIGHT as u32 + 4;
+
+/// The benchmark's own store plays a server's part for the probe: like
+/// `mcq serve`, which keeps a few connections open, it opens all of its
+/// connections at once, so that no probe's read waits for a connection
+/// to be opened in the middle of a batch.
+fn control_config() -> QueueConfig {
+    QueueConfig {
+        pool_size: CONTROL_POOL,
+        pool_min: CONTROL_POOL,
+        ..QueueConfig::default()
+    }
+}
+
 /// Refuses a plan whose largest fleet would need more connections than
 /// the server has left, before any worker starts.
 async fn check_connections(plan: &ScalePlan) -> anyhow::Result<()> {
@@ -419,7 +436,7 @@ async fn check_connections(plan: &ScalePlan) -> anyhow::Result<()> {
     let _ = conn.close().await;
     let largest = plan.sizes.iter().copied().max().unwrap_or(0) as u64;
     // The benchmark's own store and its connection count come on top.
-    let need = largest * u64::from(plan.pool_size) + 4;
+    let need = largest * u64::from(plan.pool_size) + u64::from(CONTROL_POOL) + 1;
     let left = u64::try_from(i64::from(max - reserved) - open).unwrap_or(0);
     if need > left {
         bail!(

@@ -324,3 +324,14 @@ fn a_small_run_writes_files_that_parse() {
     assert!(report_md.contains("| workers |") && report_md.contains(".svg"));
     assert!(report.table.contains("tasks/s"));
 }
+
+#[test]
+fn the_bench_store_opens_a_connection_for_every_probe_job_in_flight_from_the_start() {
+    let config = control_config();
+    // The probe's reads, its listener and the batch's waiter.
+    assert!(
+        config.pool_size as usize >= visibility::IN_FLIGHT + 2,
+        "{config:?}"
+    );
+    assert_eq!(config.pool_min, config.pool_size, "{config:?}");
+}
