@@ -258,6 +258,8 @@ async fn measure(
     // Spread over the batch's ideal length; the probe's jobs come after
     // the batch's in seed order, so no two jobs share a stream.
     let probe_stop = CancellationToken::new();
+    // A run that fails stops its probe from sending more jobs.
+    let _stop_probe = probe_stop.clone().drop_guard();
     let mut probe = Some(visibility::start(
         control.clone(),
         tiny.clone(),
@@ -288,6 +290,7 @@ async fn measure(
     visible.sort_by(f64::total_cmp);
     // The probe's jobs are tasks the database served too.
     let served = tasks + visible.len() as u64;
+    let (visible_p50_ms, visible_p99_ms) = visibility::p50_p99(&visible);
     let own_after = cpu::own_ticks();
     let machine_after = cpu::machine_busy_ticks();
     // The pools keep what they opened (idle connections close only after
@@ -295,7 +298,7 @@ async fn measure(
     let connections = backend_connections(&plan.database_url).await;
     let timings = &view.timings;
     let span_ms = match (timings.first_started_at, timings.last_finished_at) {
-        (Some(first), Some(last)) => (last - first).num_microseconds().unwrap_or(0) as f64 / 1e3,
+        (Some(first), Some(last)) => super::millis(last - first),
         _ => bail!("a finished batch without timings"),
     };
     let ideal_per_s = workers as f64 * f64::from(plan.slots) / plan.task.as_secs_f64();
@@ -318,8 +321,8 @@ async fn measure(
         pickup_p90_ms: None,
         pickup_p99_ms: None,
         pickup_samples: 0,
-        visible_p50_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.5)),
-        visible_p99_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.99)),
+        visible_p50_ms,
+        visible_p99_ms,
         visible_samples: visible.len(),
         db_cpu_s,
         db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / served as f64),

@@ -32,7 +32,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::fleet::Database;
 use super::{cpu, visibility};
-use crate::stats::quantile_sorted;
 
 /// The minimal queue's statements; its table, `mcq_bench_floor`, lives in
 /// the benchmark's database for the run. The loops may connect as another
@@ -179,6 +178,8 @@ pub(crate) async fn run(
     }
     // Spread over the batch's ideal length, as mcq's probe jobs are.
     let probe_stop = CancellationToken::new();
+    // A run that fails stops its probe from writing and listening.
+    let _stop_probe = probe_stop.clone().drop_guard();
     let probe = start_probe(
         control,
         listener,
@@ -211,6 +212,7 @@ pub(crate) async fn run(
         .await
         .context("the minimal queue's probe panicked")??;
     visible.sort_by(f64::total_cmp);
+    let (visible_p50_ms, visible_p99_ms) = visibility::p50_p99(&visible);
     let (backends_at_reading,): (i64,) = sqlx::query_as(CONNECTED)
         .bind(&backends)
         .fetch_one(&mut control)
@@ -247,8 +249,8 @@ pub(crate) async fn run(
         db_cpu_s,
         db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / (tasks + done.probes) as f64),
         db_cores: db_cpu_s.map(|s| s / wall),
-        visible_p50_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.5)),
-        visible_p99_ms: (!visible.is_empty()).then(|| quantile_sorted(&visible, 0.99)),
+        visible_p50_ms,
+        visible_p99_ms,
         visible_samples: visible.len(),
         backends_at_reading: usize::try_from(backends_at_reading).unwrap_or(0),
     })
@@ -349,7 +351,7 @@ fn start_probe(
                     let read = Utc::now();
                     let finished =
                         finished.context("an announced probe row without its finish")?;
-                    seen.push((read - finished).num_microseconds().unwrap_or(0) as f64 / 1e3);
+                    seen.push(super::millis(read - finished));
                     outstanding = outstanding.saturating_sub(1);
                 }
                 () = stop.cancelled() => break,

@@ -67,7 +67,7 @@ pub(crate) async fn run(
             .claimed_at
             .context("a finished job has a claim time")?;
         let waited = claimed - view.timings.submitted_at;
-        pickups.push(waited.num_microseconds().unwrap_or(0) as f64 / 1e3);
+        pickups.push(super::millis(waited));
     }
     let after = database.cpu_seconds();
     pickups.sort_by(f64::total_cmp);

@@ -398,6 +398,11 @@ async fn run_sizes(
     Ok(rows)
 }
 
+/// A time difference in milliseconds, to the microsecond.
+pub(crate) fn millis(delta: chrono::TimeDelta) -> f64 {
+    delta.num_microseconds().unwrap_or(0) as f64 / 1e3
+}
+
 /// Connections of the benchmark's own store: one per probe job waited on
 /// at once (each reads its job when it hears of it), its `LISTEN`, the
 /// batch's waiter and its submissions.

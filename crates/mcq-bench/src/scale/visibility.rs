@@ -8,7 +8,9 @@
 //! of the job. It does not wait for one job before it submits the next
 //! (up to [`IN_FLIGHT`] at once): a job claimed by a busy worker runs
 //! after the work that worker claimed ahead, and probes one at a time
-//! would then number a few dozen a size, too few for a 99th percentile. Its visibility is the time from the job's `finished_at` (the
+//! would then number a few dozen a size, too few for a 99th percentile.
+//!
+//! Its visibility is the time from the job's `finished_at` (the
 //! database's clock when the completion that recorded it began) to the
 //! end of that read (this process's clock). Both clocks are this
 //! machine's when the database runs beside the benchmark, as `mcq bench
@@ -24,7 +26,8 @@ use mcq_queue::Store;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use super::single;
+use super::{millis, single};
+use crate::stats::quantile_sorted;
 
 /// Priority of the probe's jobs: above the batch's (0).
 const PRIORITY: i16 = 1;
@@ -45,6 +48,17 @@ pub(crate) const IN_FLIGHT: usize = 8;
 /// `--rounds 3200` at one worker) has them.
 pub(crate) fn probes_for(tasks: u64) -> usize {
     usize::try_from((tasks / 32).clamp(2, 1_000)).unwrap_or(1_000)
+}
+
+/// The median and the 99th percentile of ascending samples; none of none.
+pub(crate) fn p50_p99(sorted: &[f64]) -> (Option<f64>, Option<f64>) {
+    if sorted.is_empty() {
+        return (None, None);
+    }
+    (
+        Some(quantile_sorted(sorted, 0.5)),
+        Some(quantile_sorted(sorted, 0.99)),
+    )
 }
 
 pub(crate) fn start(
@@ -87,8 +101,9 @@ pub(crate) fn start(
                     .await
                     .context("a probe job")?;
                 let finished = view.timings.finished_at.context("a finished job")?;
-                let ms = (read - finished).num_microseconds().unwrap_or(0) as f64 / 1e3;
-                seen.lock().expect("the probe's samples").push(ms);
+                seen.lock()
+                    .expect("the probe's samples")
+                    .push(millis(read - finished));
                 anyhow::Ok(())
             });
         }
