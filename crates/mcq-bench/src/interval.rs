@@ -113,6 +113,54 @@ pub fn median_interval(values: &[f64]) -> Option<Interval> {
     })
 }
 
+/// P(B ≤ k) for B ~ Binomial(n, p), for every k from 0 to n, each term in
+/// log space so that neither pᵏ nor (1 − p)ⁿ⁻ᵏ underflows before it is
+/// scaled.
+pub(crate) fn binomial_cdfs(n: usize, p: f64) -> Vec<f64> {
+    if p <= 0.0 || p >= 1.0 {
+        let at = if p <= 0.0 { 0 } else { n };
+        return (0..=n).map(|k| if k >= at { 1.0 } else { 0.0 }).collect();
+    }
+    let (ln_p, ln_q) = (p.ln(), (-p).ln_1p());
+    let mut ln_choose = 0.0; // ln C(n, 0)
+    let mut total = 0.0;
+    let mut cdfs = Vec::with_capacity(n + 1);
+    for k in 0..=n {
+        total += (ln_choose + k as f64 * ln_p + (n - k) as f64 * ln_q).exp();
+        cdfs.push(f64::min(total, 1.0));
+        ln_choose += ((n - k) as f64).ln() - ((k + 1) as f64).ln();
+    }
+    cdfs
+}
+
+/// 1-based ranks (l, u) of the equal-tailed order-statistic interval for
+/// the `q` quantile of n values: the count of values below the true
+/// quantile is Binomial(n, q), so x₍ₗ₎ lies at or below it with
+/// probability ≥ 1 − α/2 and x₍ᵤ₎ at or above it likewise, α = 1 −
+/// `confidence`, whatever the distribution. An end is `None` when no rank
+/// reaches it: the sample is too small for that tail (a 99th percentile
+/// has an upper end at 95% only from 368 values on, and every sample
+/// smaller than that may lie wholly below it).
+pub(crate) fn quantile_ranks(n: usize, q: f64, confidence: f64) -> (Option<usize>, Option<usize>) {
+    let tail = (1.0 - confidence) / 2.0;
+    let cdfs = binomial_cdfs(n, q);
+    // P(B ≤ r − 1) grows with r: the lower rank is the last one whose
+    // chance of lying above the quantile stays within the tail, the upper
+    // rank the first one whose chance of lying below it does.
+    let below = |r: usize| cdfs[r - 1];
+    let lower = (1..=n).take_while(|&l| below(l) <= tail).last();
+    let upper = (1..=n).find(|&u| below(u) >= 1.0 - tail);
+    (lower, upper)
+}
+
+/// The ends of the 95% order-statistic interval of the `q` quantile of
+/// ascending `sorted` values ([`quantile_ranks`]); `None` for an end the
+/// sample cannot give.
+pub(crate) fn quantile_interval_sorted(sorted: &[f64], q: f64) -> (Option<f64>, Option<f64>) {
+    let (lower, upper) = quantile_ranks(sorted.len(), q, CONFIDENCE);
+    (lower.map(|l| sorted[l - 1]), upper.map(|u| sorted[u - 1]))
+}
+
 /// A seeded percentile bootstrap over groups of observations.
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
@@ -233,6 +281,95 @@ mod tests {
             "{c}"
         );
         assert_eq!(median_ranks(0, 0.95), None);
+    }
+
+    #[test]
+    fn the_general_binomial_matches_hand_counts_and_the_half_case() {
+        // n = 3, p = 0.9: P(B ≤ 1) = 0.1³ + 3·0.9·0.1² = 0.028.
+        assert!((binomial_cdfs(3, 0.9)[1] - 0.028).abs() < 1e-12);
+        assert!((binomial_cdfs(3, 0.9)[3] - 1.0).abs() < 1e-12);
+        for (n, k) in [(10, 1), (10, 2), (31, 12), (5001, 2500)] {
+            let (a, b) = (binomial_cdfs(n, 0.5)[k], binomial_half_cdf(n, k));
+            assert!((a - b).abs() < 1e-9, "{n} {k}: {a} {b}");
+        }
+        // Thousands of trials near certainty neither underflow nor pass 1.
+        let all_but_a_few = binomial_cdfs(1000, 0.99)[995];
+        assert!(
+            all_but_a_few > 0.9 && all_but_a_few < 1.0,
+            "{all_but_a_few}"
+        );
+    }
+
+    #[test]
+    fn ranks_of_a_99th_percentile_need_hundreds_of_values_above() {
+        // Under 368 values the largest may still lie below the true p99
+        // more often than 2.5% of the time: 0.99^367 = 0.0250…
+        assert_eq!(quantile_ranks(367, 0.99, 0.95).1, None);
+        assert_eq!(quantile_ranks(368, 0.99, 0.95).1, Some(368));
+        // 80 probes: a lower end only, 3 or more values below the max.
+        let (lower, upper) = quantile_ranks(80, 0.99, 0.95);
+        assert_eq!(upper, None);
+        let l = lower.unwrap();
+        assert!(binomial_cdfs(80, 0.99)[l - 1] <= 0.025);
+        assert!(binomial_cdfs(80, 0.99)[l] > 0.025);
+        // 1,000 probes: both ends, around the 990th value.
+        let (l, u) = match quantile_ranks(1000, 0.99, 0.95) {
+            (Some(l), Some(u)) => (l, u),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            (980..990).contains(&l) && (991..=1000).contains(&u),
+            "{l} {u}"
+        );
+        // The median's ranks are the symmetric ones of `median_ranks`.
+        let (ml, mu, _) = median_ranks(20, 0.95).unwrap();
+        assert_eq!(quantile_ranks(20, 0.5, 0.95), (Some(ml), Some(mu)));
+        // From 3 values on, the ends lie on either side of the sample's own
+        // p99 (type 7: position 0.99·(n − 1), 0-based). Of 2 values the
+        // larger is a lower end (both lie below the p99 with chance
+        // 0.99² = 98%), above their interpolated p99.
+        assert_eq!(quantile_ranks(2, 0.99, 0.95), (Some(2), None));
+        for n in (1..1500).filter(|&n| n != 2) {
+            let at = 0.99 * (n - 1) as f64 + 1.0;
+            let (lower, upper) = quantile_ranks(n, 0.99, 0.95);
+            assert!(lower.is_none_or(|l| l as f64 <= at), "{n}: {lower:?}");
+            assert!(upper.is_none_or(|u| u as f64 >= at), "{n}: {upper:?}");
+        }
+        // Too few values for either end.
+        assert_eq!(quantile_ranks(3, 0.5, 0.95), (None, None));
+        assert_eq!(quantile_ranks(0, 0.99, 0.95), (None, None));
+    }
+
+    #[test]
+    fn the_interval_of_a_99th_percentile_covers_it_as_promised() {
+        // Exponential(1): p99 = ln 100. With 500 values both ends exist;
+        // each tail misses at most 2.5% (a little less: the ranks are
+        // whole), so the coverage is 95% or a little above. 2000
+        // replications: standard error 0.5%, and 93.5% is 3σ below.
+        let exp = Exp::new(1.0).unwrap();
+        let truth = 100f64.ln();
+        let mut draws = Xoshiro256PlusPlus::seed_from_u64(11);
+        let (mut hits, mut above, replications) = (0, 0, 2000);
+        for _ in 0..replications {
+            let mut sample: Vec<f64> = (0..500).map(|_| exp.sample(&mut draws)).collect();
+            sample.sort_by(f64::total_cmp);
+            let (Some(low), Some(high)) = quantile_interval_sorted(&sample, 0.99) else {
+                panic!("500 values give both ends");
+            };
+            if low <= truth && truth <= high {
+                hits += 1;
+            } else if low > truth {
+                above += 1;
+            }
+        }
+        let seen = f64::from(hits) / f64::from(replications);
+        assert!(seen >= 0.935, "coverage {seen}");
+        // Neither end is given away: a lower end above the truth happens,
+        // about as often as the 2.5% it is allowed.
+        assert!(
+            (10..=90).contains(&above),
+            "{above} lower ends above the p99"
+        );
     }
 
     #[test]

@@ -291,6 +291,7 @@ async fn measure(
     // The probe's jobs are tasks the database served too.
     let served = tasks + visible.len() as u64;
     let (visible_p50_ms, visible_p99_ms) = visibility::p50_p99(&visible);
+    let (visible_p99_low_ms, visible_p99_high_ms) = visibility::p99_interval(&visible);
     let own_after = cpu::own_ticks();
     let machine_after = cpu::machine_busy_ticks();
     // The pools keep what they opened (idle connections close only after
@@ -323,6 +324,8 @@ async fn measure(
         pickup_samples: 0,
         visible_p50_ms,
         visible_p99_ms,
+        visible_p99_low_ms,
+        visible_p99_high_ms,
         visible_samples: visible.len(),
         db_cpu_s,
         db_cpu_per_task_us: db_cpu_s.map(|s| s * 1e6 / served as f64),
@@ -350,6 +353,8 @@ async fn measure(
         floor_db_cores: None,
         floor_visible_p50_ms: None,
         floor_visible_p99_ms: None,
+        floor_visible_p99_low_ms: None,
+        floor_visible_p99_high_ms: None,
         floor_visible_samples: 0,
         db_cpu_ratio: None,
     })

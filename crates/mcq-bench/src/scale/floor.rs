@@ -89,6 +89,10 @@ pub struct FloorRow {
     pub visible_p50_ms: Option<f64>,
     /// 99th percentile of that time.
     pub visible_p99_ms: Option<f64>,
+    /// Lower end of the 95% interval of that percentile.
+    pub visible_p99_low_ms: Option<f64>,
+    /// Upper end of that interval.
+    pub visible_p99_high_ms: Option<f64>,
     /// Probe rows measured.
     pub visible_samples: usize,
     /// The loops' backends still connected when the database's CPU was
@@ -213,6 +217,7 @@ pub(crate) async fn run(
         .context("the minimal queue's probe panicked")??;
     visible.sort_by(f64::total_cmp);
     let (visible_p50_ms, visible_p99_ms) = visibility::p50_p99(&visible);
+    let (visible_p99_low_ms, visible_p99_high_ms) = visibility::p99_interval(&visible);
     let (backends_at_reading,): (i64,) = sqlx::query_as(CONNECTED)
         .bind(&backends)
         .fetch_one(&mut control)
@@ -251,6 +256,8 @@ pub(crate) async fn run(
         db_cores: db_cpu_s.map(|s| s / wall),
         visible_p50_ms,
         visible_p99_ms,
+        visible_p99_low_ms,
+        visible_p99_high_ms,
         visible_samples: visible.len(),
         backends_at_reading: usize::try_from(backends_at_reading).unwrap_or(0),
     })

@@ -103,6 +103,12 @@ pub struct SizeRow {
     pub visible_p50_ms: Option<f64>,
     /// 99th percentile of that time.
     pub visible_p99_ms: Option<f64>,
+    /// Lower end of the 95% interval of that percentile (order
+    /// statistics, distribution-free); none with too few probes.
+    pub visible_p99_low_ms: Option<f64>,
+    /// Upper end of that interval; none under 368 probes, where the true
+    /// 99th percentile may lie above every one of them.
+    pub visible_p99_high_ms: Option<f64>,
     /// Probe jobs measured.
     pub visible_samples: usize,
     /// CPU seconds of the database's processes during the batch.
@@ -152,6 +158,10 @@ pub struct SizeRow {
     pub floor_visible_p50_ms: Option<f64>,
     /// 99th percentile of that time.
     pub floor_visible_p99_ms: Option<f64>,
+    /// Lower end of the 95% interval of that percentile.
+    pub floor_visible_p99_low_ms: Option<f64>,
+    /// Upper end of that interval.
+    pub floor_visible_p99_high_ms: Option<f64>,
     /// Minimal-queue probe rows measured.
     pub floor_visible_samples: usize,
     /// mcq's database CPU per task over the minimal queue's.
@@ -167,6 +177,8 @@ impl SizeRow {
         self.floor_db_cores = floor.db_cores;
         self.floor_visible_p50_ms = floor.visible_p50_ms;
         self.floor_visible_p99_ms = floor.visible_p99_ms;
+        self.floor_visible_p99_low_ms = floor.visible_p99_low_ms;
+        self.floor_visible_p99_high_ms = floor.visible_p99_high_ms;
         self.floor_visible_samples = floor.visible_samples;
         self.db_cpu_ratio = self
             .db_cpu_per_task_us

@@ -87,8 +87,18 @@ fn opt(value: Option<f64>, digits: usize) -> String {
     value.map_or("–".to_owned(), |v| format!("{v:.digits$}"))
 }
 
+/// A 95% interval in milliseconds: both ends, only the lower one (too
+/// few samples for an upper end), or none.
+fn span(low: Option<f64>, high: Option<f64>) -> String {
+    match (low, high) {
+        (Some(low), Some(high)) => format!("{low:.1}–{high:.1}"),
+        (Some(low), None) => format!("≥ {low:.1}"),
+        _ => "–".to_owned(),
+    }
+}
+
 /// The table's rows as cells.
-fn cells(summary: &ScaleSummary) -> Vec<[String; 23]> {
+fn cells(summary: &ScaleSummary) -> Vec<[String; 25]> {
     summary
         .sizes
         .iter()
@@ -103,6 +113,7 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 23]> {
                 opt(r.pickup_p99_ms, 1),
                 opt(r.visible_p50_ms, 2),
                 opt(r.visible_p99_ms, 1),
+                span(r.visible_p99_low_ms, r.visible_p99_high_ms),
                 opt(r.db_cpu_per_task_us, 0),
                 opt(r.floor_db_cpu_per_task_us, 0),
                 opt(r.db_cpu_ratio, 2),
@@ -110,6 +121,7 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 23]> {
                     .map_or("–".to_owned(), |e| format!("{:.1}%", e * 100.0)),
                 opt(r.floor_visible_p50_ms, 2),
                 opt(r.floor_visible_p99_ms, 1),
+                span(r.floor_visible_p99_low_ms, r.floor_visible_p99_high_ms),
                 opt(r.db_cores, 2),
                 opt(r.bench_cores, 2),
                 opt(r.other_cores, 2),
@@ -123,7 +135,7 @@ fn cells(summary: &ScaleSummary) -> Vec<[String; 23]> {
         .collect()
 }
 
-const HEADERS: [&str; 23] = [
+const HEADERS: [&str; 25] = [
     "workers",
     "tasks",
     "ideal/s",
@@ -133,12 +145,14 @@ const HEADERS: [&str; 23] = [
     "pickup p99 ms",
     "visible p50 ms",
     "visible p99 ms",
+    "p99 95% interval",
     "DB CPU µs/task",
     "floor µs/task",
     "ratio",
     "floor of ideal",
     "floor visible p50 ms",
     "floor visible p99 ms",
+    "floor p99 95% interval",
     "DB cores",
     "fleet cores",
     "other cores",
@@ -233,4 +247,16 @@ fn report(summary: &ScaleSummary, charts: &[String]) -> String {
         let _ = writeln!(out, "\n![{svg}]({svg})");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::span;
+
+    #[test]
+    fn an_interval_shows_the_ends_the_sample_gives() {
+        assert_eq!(span(Some(2.04), Some(13.96)), "2.0–14.0");
+        assert_eq!(span(Some(2.04), None), "≥ 2.0");
+        assert_eq!(span(None, None), "–");
+    }
 }

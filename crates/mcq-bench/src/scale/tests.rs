@@ -17,6 +17,8 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         pickup_samples: 90,
         visible_p50_ms: Some(1.5),
         visible_p99_ms: Some(4.0),
+        visible_p99_low_ms: None,
+        visible_p99_high_ms: None,
         visible_samples: 3,
         db_cpu_s: Some(1.0),
         db_cpu_per_task_us: Some(120.0),
@@ -37,6 +39,8 @@ fn row(workers: usize, efficiency: f64) -> SizeRow {
         floor_db_cores: None,
         floor_visible_p50_ms: None,
         floor_visible_p99_ms: None,
+        floor_visible_p99_low_ms: None,
+        floor_visible_p99_high_ms: None,
         floor_visible_samples: 0,
         db_cpu_ratio: None,
     }
@@ -204,6 +208,25 @@ fn a_small_run_writes_files_that_parse() {
         assert!(row.visible_samples >= 1, "{row:?}");
         let (p50, p99) = (row.visible_p50_ms.unwrap(), row.visible_p99_ms.unwrap());
         assert!((0.0..=p99).contains(&p50), "{row:?}");
+        // The p99's interval, where the probes give its ends, holds it
+        // (but for 2 probes, whose larger is a lower end of its own).
+        if row.visible_samples != 2 {
+            assert!(
+                row.visible_p99_low_ms.is_none_or(|low| low <= p99),
+                "{row:?}"
+            );
+        }
+        assert!(
+            row.visible_p99_high_ms.is_none_or(|high| p99 <= high),
+            "{row:?}"
+        );
+        assert_eq!(
+            row.visible_p99_low_ms.is_some(),
+            crate::interval::quantile_ranks(row.visible_samples, 0.99, 0.95)
+                .0
+                .is_some(),
+            "{row:?}"
+        );
         // Then single jobs, one at a time, into the idle fleet.
         assert_eq!(row.idle_jobs, idle::JOBS, "{row:?}");
         let (p50, p99) = (
@@ -228,6 +251,16 @@ fn a_small_run_writes_files_that_parse() {
             row.floor_visible_p99_ms.unwrap(),
         );
         assert!(p50 > 0.0 && p50 <= p99, "{row:?}");
+        if row.floor_visible_samples != 2 {
+            assert!(
+                row.floor_visible_p99_low_ms.is_none_or(|low| low <= p99),
+                "{row:?}"
+            );
+        }
+        assert!(
+            row.floor_visible_p99_high_ms.is_none_or(|high| p99 <= high),
+            "{row:?}"
+        );
         if let (Some(m), Some(f)) = (row.db_cpu_per_task_us, row.floor_db_cpu_per_task_us)
             && f > 0.0
         {
@@ -246,6 +279,11 @@ fn a_small_run_writes_files_that_parse() {
     );
     assert!(report.table.contains("floor µs/task"), "{}", report.table);
     assert!(report.table.contains("visible p99 ms"), "{}", report.table);
+    assert!(
+        report.table.contains("p99 95% interval"),
+        "{}",
+        report.table
+    );
     assert!(
         report.table.contains("floor visible p99 ms"),
         "{}",
