@@ -104,7 +104,7 @@ pub struct SizeRow {
     /// 99th percentile of that time.
     pub visible_p99_ms: Option<f64>,
     /// Lower end of the 95% interval of that percentile (order
-    /// statistics, distribution-free); none with too few probes.
+    /// statistics, distribution-free); none without probes.
     pub visible_p99_low_ms: Option<f64>,
     /// Upper end of that interval; none under 368 probes, where the true
     /// 99th percentile may lie above every one of them.

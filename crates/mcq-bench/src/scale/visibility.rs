@@ -62,7 +62,7 @@ pub(crate) fn p50_p99(sorted: &[f64]) -> (Option<f64>, Option<f64>) {
 }
 
 /// The ends of the 95% interval of the 99th percentile of ascending
-/// samples (`interval::quantile_ranks`): a lower end from 80 probes or so,
+/// samples (`interval::quantile_ranks`): a lower end from any probe,
 /// an upper one from 368; `None` where the sample is too small for it.
 pub(crate) fn p99_interval(sorted: &[f64]) -> (Option<f64>, Option<f64>) {
     crate::interval::quantile_interval_sorted(sorted, 0.99)
