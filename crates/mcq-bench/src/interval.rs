@@ -66,17 +66,24 @@ impl Interval {
     }
 }
 
-/// P(B ≤ k) for B ~ Binomial(n, ½), summed in log space so that 2⁻ⁿ does
-/// not underflow for thousands of trials.
-pub(crate) fn binomial_half_cdf(n: usize, k: usize) -> f64 {
-    let ln_half_n = -(n as f64) * std::f64::consts::LN_2;
+/// P(B ≤ k) for B ~ Binomial(n, p), for every k from 0 to n, each term in
+/// log space so that neither pᵏ nor (1 − p)ⁿ⁻ᵏ underflows before it is
+/// scaled.
+pub(crate) fn binomial_cdfs(n: usize, p: f64) -> Vec<f64> {
+    if p <= 0.0 || p >= 1.0 {
+        let at = if p <= 0.0 { 0 } else { n };
+        return (0..=n).map(|k| if k >= at { 1.0 } else { 0.0 }).collect();
+    }
+    let (ln_p, ln_q) = (p.ln(), (-p).ln_1p());
     let mut ln_choose = 0.0; // ln C(n, 0)
     let mut total = 0.0;
-    for i in 0..=k.min(n) {
-        total += (ln_choose + ln_half_n).exp();
-        ln_choose += ((n - i) as f64).ln() - ((i + 1) as f64).ln();
+    let mut cdfs = Vec::with_capacity(n + 1);
+    for k in 0..=n {
+        total += (ln_choose + k as f64 * ln_p + (n - k) as f64 * ln_q).exp();
+        cdfs.push(f64::min(total, 1.0));
+        ln_choose += ((n - k) as f64).ln() - ((k + 1) as f64).ln();
     }
-    total.min(1.0)
+    cdfs
 }
 
 /// 1-based ranks (l, n + 1 − l) of the narrowest symmetric order-statistic
@@ -87,7 +94,8 @@ pub fn median_ranks(n: usize, confidence: f64) -> Option<(usize, usize, f64)> {
     if n == 0 {
         return None;
     }
-    let coverage = |l: usize| 1.0 - 2.0 * binomial_half_cdf(n, l - 1);
+    let cdfs = binomial_cdfs(n, 0.5);
+    let coverage = |l: usize| 1.0 - 2.0 * cdfs[l - 1];
     let mut l = 1;
     // Coverage falls as l grows; l stays at or below the middle rank.
     while l < n.div_ceil(2) && coverage(l + 1) >= confidence {
@@ -111,26 +119,6 @@ pub fn median_interval(values: &[f64]) -> Option<Interval> {
         confidence,
         method: Method::OrderStatistics,
     })
-}
-
-/// P(B ≤ k) for B ~ Binomial(n, p), for every k from 0 to n, each term in
-/// log space so that neither pᵏ nor (1 − p)ⁿ⁻ᵏ underflows before it is
-/// scaled.
-pub(crate) fn binomial_cdfs(n: usize, p: f64) -> Vec<f64> {
-    if p <= 0.0 || p >= 1.0 {
-        let at = if p <= 0.0 { 0 } else { n };
-        return (0..=n).map(|k| if k >= at { 1.0 } else { 0.0 }).collect();
-    }
-    let (ln_p, ln_q) = (p.ln(), (-p).ln_1p());
-    let mut ln_choose = 0.0; // ln C(n, 0)
-    let mut total = 0.0;
-    let mut cdfs = Vec::with_capacity(n + 1);
-    for k in 0..=n {
-        total += (ln_choose + k as f64 * ln_p + (n - k) as f64 * ln_q).exp();
-        cdfs.push(f64::min(total, 1.0));
-        ln_choose += ((n - k) as f64).ln() - ((k + 1) as f64).ln();
-    }
-    cdfs
 }
 
 /// 1-based ranks (l, u) of the equal-tailed order-statistic interval for
@@ -254,11 +242,11 @@ mod tests {
     #[test]
     fn binomial_tail_matches_hand_counts() {
         // n = 10: C(10,0) + C(10,1) = 11 of 1024; + C(10,2) = 56 of 1024.
-        assert!((binomial_half_cdf(10, 1) - 11.0 / 1024.0).abs() < 1e-15);
-        assert!((binomial_half_cdf(10, 2) - 56.0 / 1024.0).abs() < 1e-15);
-        assert!((binomial_half_cdf(7, 7) - 1.0).abs() < 1e-12);
+        assert!((binomial_cdfs(10, 0.5)[1] - 11.0 / 1024.0).abs() < 1e-15);
+        assert!((binomial_cdfs(10, 0.5)[2] - 56.0 / 1024.0).abs() < 1e-15);
+        assert!((binomial_cdfs(7, 0.5)[7] - 1.0).abs() < 1e-12);
         // Large n stays finite and symmetric around n / 2.
-        let half = binomial_half_cdf(5001, 2500);
+        let half = binomial_cdfs(5001, 0.5)[2500];
         assert!((half - 0.5).abs() < 1e-9, "{half}");
     }
 
@@ -284,14 +272,10 @@ mod tests {
     }
 
     #[test]
-    fn the_general_binomial_matches_hand_counts_and_the_half_case() {
+    fn the_binomial_of_any_p_matches_hand_counts() {
         // n = 3, p = 0.9: P(B ≤ 1) = 0.1³ + 3·0.9·0.1² = 0.028.
         assert!((binomial_cdfs(3, 0.9)[1] - 0.028).abs() < 1e-12);
         assert!((binomial_cdfs(3, 0.9)[3] - 1.0).abs() < 1e-12);
-        for (n, k) in [(10, 1), (10, 2), (31, 12), (5001, 2500)] {
-            let (a, b) = (binomial_cdfs(n, 0.5)[k], binomial_half_cdf(n, k));
-            assert!((a - b).abs() < 1e-9, "{n} {k}: {a} {b}");
-        }
         // Thousands of trials near certainty neither underflow nor pass 1.
         let all_but_a_few = binomial_cdfs(1000, 0.99)[995];
         assert!(
