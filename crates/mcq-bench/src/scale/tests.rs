@@ -148,6 +148,20 @@ fn sqlite_and_empty_sizes_are_refused_with_what_to_give() {
     assert!(err.to_string().contains("--workers"), "{err}");
 }
 
+/// A p99's interval, where the probes give its ends, holds it (but for 2
+/// probes, whose larger is a lower end of its own).
+fn assert_interval_holds(
+    p99: f64,
+    (low, high): (Option<f64>, Option<f64>),
+    samples: usize,
+    row: &SizeRow,
+) {
+    if samples != 2 {
+        assert!(low.is_none_or(|low| low <= p99), "{row:?}");
+    }
+    assert!(high.is_none_or(|high| p99 <= high), "{row:?}");
+}
+
 /// The whole command on real PostgreSQL, small: two sizes of 10 ms tasks;
 /// every file parses and agrees with the rows. No figure is asserted
 /// beyond what holds on any machine (every task done, none refused).
@@ -208,18 +222,8 @@ fn a_small_run_writes_files_that_parse() {
         assert!(row.visible_samples >= 1, "{row:?}");
         let (p50, p99) = (row.visible_p50_ms.unwrap(), row.visible_p99_ms.unwrap());
         assert!((0.0..=p99).contains(&p50), "{row:?}");
-        // The p99's interval, where the probes give its ends, holds it
-        // (but for 2 probes, whose larger is a lower end of its own).
-        if row.visible_samples != 2 {
-            assert!(
-                row.visible_p99_low_ms.is_none_or(|low| low <= p99),
-                "{row:?}"
-            );
-        }
-        assert!(
-            row.visible_p99_high_ms.is_none_or(|high| p99 <= high),
-            "{row:?}"
-        );
+        let interval = (row.visible_p99_low_ms, row.visible_p99_high_ms);
+        assert_interval_holds(p99, interval, row.visible_samples, row);
         assert_eq!(
             row.visible_p99_low_ms.is_some(),
             crate::interval::quantile_ranks(row.visible_samples, 0.99, 0.95)
@@ -251,16 +255,8 @@ fn a_small_run_writes_files_that_parse() {
             row.floor_visible_p99_ms.unwrap(),
         );
         assert!(p50 > 0.0 && p50 <= p99, "{row:?}");
-        if row.floor_visible_samples != 2 {
-            assert!(
-                row.floor_visible_p99_low_ms.is_none_or(|low| low <= p99),
-                "{row:?}"
-            );
-        }
-        assert!(
-            row.floor_visible_p99_high_ms.is_none_or(|high| p99 <= high),
-            "{row:?}"
-        );
+        let interval = (row.floor_visible_p99_low_ms, row.floor_visible_p99_high_ms);
+        assert_interval_holds(p99, interval, row.floor_visible_samples, row);
         if let (Some(m), Some(f)) = (row.db_cpu_per_task_us, row.floor_db_cpu_per_task_us)
             && f > 0.0
         {
