@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::counters::{Counters, add, seconds_since};
 use crate::held::{Held, LeaseKey};
-use crate::pending::Batch;
+use crate::pending::{Batch, Waiting};
 
 /// A database call in flight; the loop awaits its answer while it waits.
 pub(crate) type Call<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -45,7 +45,7 @@ pub(crate) fn spawn<T: Send + 'static>(call: impl Future<Output = T> + Send + 's
 /// What a claim brings back: the completions it carried, and its answer.
 pub(crate) struct Claimed {
     pub(crate) asked: usize,
-    pub(crate) done: Vec<(TaskDone, Instant)>,
+    pub(crate) done: Vec<(TaskDone, Waiting)>,
     pub(crate) took: Duration,
     pub(crate) reply: Result<CompletedAndClaimed, StoreError>,
 }
@@ -76,7 +76,7 @@ impl std::fmt::Debug for Flushed {
 pub(crate) async fn claim(
     store: Store,
     worker: Uuid,
-    done: Vec<(TaskDone, Instant)>,
+    done: Vec<(TaskDone, Waiting)>,
     n: usize,
 ) -> Claimed {
     let started = Instant::now();

@@ -33,6 +33,8 @@ pub(crate) struct Finished {
     pub(crate) compute_ms: f64,
     /// When it ran, for the job's phases (`None` only where nothing ran).
     pub(crate) compute_span: Option<ComputeSpan>,
+    /// Its job is not part of a batch.
+    pub(crate) lone: bool,
 }
 
 /// Valid specs recently computed, by spec without its seed: the worker's
@@ -117,6 +119,7 @@ pub(crate) fn run_one(
         outcome,
         compute_ms: elapsed.as_secs_f64() * 1e3,
         compute_span: Some(ComputeSpan::measured(started, elapsed)),
+        lone: task.batch_id.is_none(),
     }
 }
 
@@ -196,6 +199,30 @@ mod tests {
             specs.validate(&Spec { periods, ..spec(4) }).expect("valid");
         }
         assert_eq!(specs.lock().len(), SPECS_KEPT);
+    }
+
+    #[test]
+    fn only_a_task_of_a_job_without_a_batch_is_lone() {
+        let specs = Specs::default();
+        let task = |batch_id| ClaimedTask {
+            task_id: 1,
+            job_id: Uuid::now_v7(),
+            batch_id,
+            lease_token: Uuid::new_v4(),
+            attempt: 1,
+            spec: Spec {
+                runs: Some(100),
+                seed: Some(1),
+                ..Spec::default()
+            },
+            chunks: None,
+        };
+        let cancel = AtomicBool::new(false);
+        let alone = run_one(&specs, &task(None), &cancel, None);
+        assert!(alone.lone);
+        assert!(matches!(alone.outcome, Outcome::Done(_)));
+        let batched = run_one(&specs, &task(Some(Uuid::now_v7())), &cancel, None);
+        assert!(!batched.lone);
     }
 
     #[test]

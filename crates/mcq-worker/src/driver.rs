@@ -133,6 +133,7 @@ impl Driver {
             held: self.held.len(),
             pending: self.pending.len(),
             first_pending: self.pending.first_at(),
+            urgent: self.pending.urgent(),
             task_ms: self.pace.average_ms(),
             claim_ms: self.claim_ms,
             drained_until: self.drained_until,

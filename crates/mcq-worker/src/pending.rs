@@ -3,30 +3,41 @@
 //! The loop records them in batches ([`crate::policy`] says when), or sends
 //! the computed ones along with a claim. A call that fails puts what it
 //! took back in front, with the times they finished, so the batching rule
-//! still counts from the oldest.
+//! still counts from the oldest, and with their urgency.
 
 use std::collections::VecDeque;
 
-use mcq_queue::TaskDone;
+use mcq_queue::{TaskDone, TaskOutput};
 use tokio::time::Instant;
 
 use crate::compute::{Finished, Outcome};
 
-/// Results waiting, oldest first, each with the moment the loop received it.
+/// Results waiting, oldest first, each with how long it has waited.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
-    items: VecDeque<(Finished, Instant)>,
+    items: VecDeque<(Finished, Waiting)>,
+}
+
+/// How a result waits here: since when, and whether it should be recorded
+/// at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    /// When the loop received it.
+    pub(crate) since: Instant,
+    /// It is the result of a job of its own (no batch): someone is likely
+    /// waiting on that one job, so it does not wait for others to join it.
+    pub(crate) urgent: bool,
 }
 
 /// A batch taken for recording, split by what each outcome needs.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
     /// Computed: to be completed.
-    pub(crate) done: Vec<(TaskDone, Instant)>,
+    pub(crate) done: Vec<(TaskDone, Waiting)>,
     /// Refused by the kernel or panicked: to be recorded as failed attempts.
-    pub(crate) failed: Vec<(Failed, Instant)>,
+    pub(crate) failed: Vec<(Failed, Waiting)>,
     /// Stopped by their cancel flag: to be handed back.
-    pub(crate) cancelled: Vec<(Finished, Instant)>,
+    pub(crate) cancelled: Vec<(Finished, Waiting)>,
 }
 
 impl Batch {
@@ -52,9 +63,13 @@ pub(crate) struct Failed {
 }
 
 impl Pending {
-    /// Adds a result received `at`.
+    /// Adds a result received `at`; a whole job's result of a job without
+    /// a batch is urgent.
     pub(crate) fn push(&mut self, finished: Finished, at: Instant) {
-        self.items.push_back((finished, at));
+        let urgent = finished.lone
+            && matches!(&finished.outcome, Outcome::Done(output) if matches!(**output, TaskOutput::Result(_)));
+        self.items
+            .push_back((finished, Waiting { since: at, urgent }));
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -63,12 +78,17 @@ impl Pending {
 
     /// When the oldest result was received.
     pub(crate) fn first_at(&self) -> Option<Instant> {
-        self.items.iter().map(|(_, at)| *at).min()
+        self.items.iter().map(|(_, w)| w.since).min()
+    }
+
+    /// Whether an urgent result waits.
+    pub(crate) fn urgent(&self) -> bool {
+        self.items.iter().any(|(_, w)| w.urgent)
     }
 
     /// Takes up to `max` computed results, oldest first, leaving failed
     /// and cancelled ones (a claim carries completions only).
-    pub(crate) fn take_done(&mut self, max: usize) -> Vec<(TaskDone, Instant)> {
+    pub(crate) fn take_done(&mut self, max: usize) -> Vec<(TaskDone, Waiting)> {
         let mut done = Vec::new();
         let mut kept = VecDeque::with_capacity(self.items.len());
         for (finished, at) in self.items.drain(..) {
@@ -128,7 +148,7 @@ impl Pending {
     }
 
     /// Returns completions that could not be sent.
-    pub(crate) fn put_back_done(&mut self, done: Vec<(TaskDone, Instant)>) {
+    pub(crate) fn put_back_done(&mut self, done: Vec<(TaskDone, Waiting)>) {
         for (d, at) in done.into_iter().rev() {
             let finished = Finished {
                 task_id: d.task_id,
@@ -136,13 +156,14 @@ impl Pending {
                 outcome: Outcome::Done(Box::new(d.output)),
                 compute_ms: d.compute_ms,
                 compute_span: d.compute_span,
+                lone: at.urgent,
             };
             self.items.push_front((finished, at));
         }
     }
 
     /// Returns failures that could not be recorded.
-    pub(crate) fn put_back_failed(&mut self, failed: Vec<(Failed, Instant)>) {
+    pub(crate) fn put_back_failed(&mut self, failed: Vec<(Failed, Waiting)>) {
         for (f, at) in failed.into_iter().rev() {
             let finished = Finished {
                 task_id: f.task_id,
@@ -153,13 +174,14 @@ impl Pending {
                 },
                 compute_ms: 0.0,
                 compute_span: None,
+                lone: false,
             };
             self.items.push_front((finished, at));
         }
     }
 
     /// Returns cancelled tasks that could not be handed back.
-    pub(crate) fn put_back_cancelled(&mut self, cancelled: Vec<(Finished, Instant)>) {
+    pub(crate) fn put_back_cancelled(&mut self, cancelled: Vec<(Finished, Waiting)>) {
         for item in cancelled.into_iter().rev() {
             self.items.push_front(item);
         }
@@ -172,7 +194,6 @@ mod tests {
     use std::time::Duration;
 
     use mcq_kernel::Spec;
-    use mcq_queue::TaskOutput;
     use uuid::Uuid;
 
     use super::*;
@@ -184,6 +205,7 @@ mod tests {
             outcome,
             compute_ms: 2.0,
             compute_span: None,
+            lone: false,
         }
     }
 
@@ -225,6 +247,29 @@ mod tests {
         assert_eq!(done, vec![1, 3, 4]);
         assert_eq!(batch.cancelled.len(), 1);
         assert_eq!(pending.len(), 0);
+    }
+
+    #[test]
+    fn a_lone_jobs_result_is_urgent_and_stays_so_when_given_back() {
+        let now = Instant::now();
+        let lone = |task_id, outcome| Finished {
+            lone: true,
+            ..finished(task_id, outcome)
+        };
+        let mut pending = Pending::default();
+        pending.push(finished(1, computed()), now);
+        pending.push(lone(2, Outcome::Cancelled), now);
+        assert!(!pending.urgent(), "a batch's result, a cancelled task");
+        pending.push(lone(3, computed()), now);
+        assert!(pending.urgent(), "a lone job's result");
+
+        let taken = pending.take_done(10);
+        assert!(!pending.urgent(), "taken by a claim");
+        pending.put_back_done(taken);
+        assert!(pending.urgent(), "the claim failed: urgent again");
+        let batch = pending.take(10);
+        pending.put_back_done(batch.done);
+        assert!(pending.urgent(), "the flush failed: urgent again");
     }
 
     #[test]

@@ -21,10 +21,12 @@
 //!   announces it is idle and that half holds more work than two claim
 //!   round trips.
 //! - **Flush** finished results when `complete_batch` of them wait,
-//!   `complete_wait` after the first one, or when nothing else is running,
-//!   waiting or being claimed here; a claim made first carries them.
-//!   Results that finish while a claim is in flight wait for the next
-//!   claim (within `complete_wait`) rather than go in a call of their own,
+//!   `complete_wait` after the first one, when one of them is the result
+//!   of a job of its own (no batch: someone likely waits on that job), or
+//!   when nothing else is running, waiting or being claimed here; a claim
+//!   made first carries them.
+//!   Other results that finish while a claim is in flight wait for the
+//!   next claim (within `complete_wait`) rather than go in a call of their own,
 //!   also when the slots have nothing left to run until that claim
 //!   answers: on a database that is the fleet's bottleneck, claims are in
 //!   flight most of the time, and those extra calls cost more than they
@@ -116,6 +118,8 @@ pub(crate) struct State {
     pub(crate) pending: usize,
     /// When the oldest of those finished.
     pub(crate) first_pending: Option<Instant>,
+    /// One of those is a whole job's result of a job without a batch.
+    pub(crate) urgent: bool,
     /// Recent compute time per task; `None` until one finished since the
     /// worker last ran out of work.
     pub(crate) task_ms: Option<f64>,
@@ -190,7 +194,9 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
     let can_call = state.retry_at.is_none_or(|at| at <= now);
     let flush_at = state.first_pending.map(|at| at + rules.complete_wait);
     let flush_due = state.pending > 0
-        && (state.pending >= rules.complete_batch || flush_at.is_some_and(|at| at <= now));
+        && (state.pending >= rules.complete_batch
+            || state.urgent
+            || flush_at.is_some_and(|at| at <= now));
     // While calls wait for a retry, or a flush is in flight, a due flush
     // is no reason to wake: the retry or the flush's end is.
     let (flush_at, retry_at) = if can_call {

@@ -24,6 +24,7 @@ fn busy(now: Instant) -> State {
         held: 2,
         pending: 0,
         first_pending: None,
+        urgent: false,
         task_ms: Some(10.0),
         claim_ms: 1.0,
         drained_until: None,
@@ -511,6 +512,79 @@ fn one_claim_and_one_flush_at_a_time_and_results_do_not_wait_behind_a_claim() {
 }
 
 #[test]
+fn a_lone_jobs_result_is_recorded_at_once_even_behind_a_claim() {
+    let now = Instant::now();
+    let first = now - 5 * MS;
+    // A one-slot worker of 50 ms tasks with work in hand: its results
+    // would wait for the next claim.
+    let one = State {
+        running: 1,
+        local: 6,
+        held: 8,
+        pending: 1,
+        first_pending: Some(first),
+        task_ms: Some(50.0),
+        ..busy(now)
+    };
+    let rules = Rules {
+        slots: 1,
+        ..rules()
+    };
+    let lone = State {
+        urgent: true,
+        ..one.clone()
+    };
+    let cases = vec![
+        (
+            "a batch's result waits T for the next claim",
+            one.clone(),
+            wait(Some(first + 200 * MS)),
+        ),
+        (
+            "a lone job's result goes at once",
+            lone.clone(),
+            Decision::Flush,
+        ),
+        (
+            "also while a claim is in flight",
+            State {
+                claiming: true,
+                ..lone.clone()
+            },
+            Decision::Flush,
+        ),
+        (
+            "a claim due now carries it",
+            State {
+                local: 0,
+                held: 2,
+                ..lone.clone()
+            },
+            Decision::Claim(2),
+        ),
+        (
+            "a flush in flight: it waits for that one to end",
+            State {
+                flushing: true,
+                ..lone.clone()
+            },
+            wait(None),
+        ),
+        (
+            "calls back off: it waits for the retry",
+            State {
+                retry_at: Some(now + 30 * MS),
+                ..lone.clone()
+            },
+            wait(Some(now + 30 * MS)),
+        ),
+    ];
+    for (name, state, want) in cases {
+        assert_eq!(decide(&state, &rules), want, "{name}");
+    }
+}
+
+#[test]
 fn half_the_unstarted_tasks_go_to_an_idle_worker_when_worth_two_round_trips() {
     let now = Instant::now();
     let b = State {
@@ -759,6 +833,7 @@ fn no_state_makes_the_loop_spin() {
                                         held: running + local + pending,
                                         pending,
                                         first_pending: first.filter(|_| pending > 0),
+                                        urgent: false,
                                         task_ms,
                                         claim_ms: 1.0,
                                         drained_until: drained,
