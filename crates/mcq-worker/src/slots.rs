@@ -31,7 +31,9 @@ pub(crate) struct Report {
 }
 
 /// Claimed tasks waiting for a compute slot: filled by the loop, taken by
-/// the slots in order.
+/// the slots in order, except that the tasks of a job submitted on its own
+/// (no batch) go ahead of a batch's: someone is likely waiting on that one
+/// job, while a batch's reader waits for all of its jobs.
 #[derive(Debug, Default)]
 pub(crate) struct LocalQueue {
     state: Mutex<Waiting>,
@@ -40,24 +42,34 @@ pub(crate) struct LocalQueue {
 #[derive(Debug, Default)]
 struct Waiting {
     tasks: VecDeque<Queued>,
+    /// How many tasks at the front are lone jobs' (in claim order).
+    lone: usize,
     /// Set at shutdown: slots take nothing more.
     closed: bool,
 }
 
 impl LocalQueue {
-    /// Adds a claimed task and its ticket at the back.
+    /// Adds a claimed task and its ticket: at the back, or, for a lone
+    /// job's task, behind the lone jobs' tasks already waiting.
     pub(crate) fn push(&self, task: ClaimedTask, ticket: Ticket) {
-        self.lock().tasks.push_back((task, ticket));
+        let mut waiting = self.lock();
+        if task.batch_id.is_none() {
+            let at = waiting.lone;
+            waiting.tasks.insert(at, (task, ticket));
+            waiting.lone += 1;
+        } else {
+            waiting.tasks.push_back((task, ticket));
+        }
     }
 
     /// The next task for a slot, if the queue is open and not empty.
     pub(crate) fn take(&self) -> Option<Queued> {
         let mut waiting = self.lock();
         if waiting.closed {
-            None
-        } else {
-            waiting.tasks.pop_front()
+            return None;
         }
+        waiting.lone = waiting.lone.saturating_sub(1);
+        waiting.tasks.pop_front()
     }
 
     /// Takes up to `n` tasks from the back (the last claimed), for handing
@@ -65,6 +77,7 @@ impl LocalQueue {
     pub(crate) fn take_back(&self, n: usize) -> Vec<Queued> {
         let mut waiting = self.lock();
         let keep = waiting.tasks.len().saturating_sub(n);
+        waiting.lone = waiting.lone.min(keep);
         waiting.tasks.split_off(keep).into()
     }
 
@@ -77,11 +90,12 @@ impl LocalQueue {
     pub(crate) fn close(&self) -> Vec<Queued> {
         let mut waiting = self.lock();
         waiting.closed = true;
+        waiting.lone = 0;
         waiting.tasks.drain(..).collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
-        // Each operation is one deque call or flag: a panic cannot leave it half-done.
+        // No operation can panic between its deque call and its count.
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -211,6 +225,38 @@ mod tests {
         assert_eq!(left, vec![2]);
         queue.push(task(3, 3), Ticket::default());
         assert!(queue.take().is_none(), "a closed queue starts nothing");
+    }
+
+    #[test]
+    fn a_lone_jobs_tasks_go_ahead_of_a_batchs_in_claim_order() {
+        let queue = LocalQueue::default();
+        let batched = |id| ClaimedTask {
+            batch_id: Some(Uuid::nil()),
+            ..task(id, id as u64)
+        };
+        for id in 1..=3 {
+            queue.push(batched(id), Ticket::default());
+        }
+        queue.push(task(4, 4), Ticket::default());
+        queue.push(batched(5), Ticket::default());
+        queue.push(task(6, 6), Ticket::default());
+        let order = |queue: &LocalQueue| {
+            std::iter::from_fn(|| queue.take())
+                .map(|(t, _)| t.task_id)
+                .collect::<Vec<i64>>()
+        };
+        // Handed off from the back, lone ones included once nothing else is left.
+        let back: Vec<i64> = queue.take_back(5).iter().map(|(t, _)| t.task_id).collect();
+        assert_eq!(back, [6, 1, 2, 3, 5]);
+        queue.push(batched(7), Ticket::default());
+        queue.push(task(8, 8), Ticket::default());
+        assert_eq!(order(&queue), [4, 8, 7]);
+        for id in [9, 10] {
+            queue.push(batched(id), Ticket::default());
+        }
+        queue.push(task(11, 11), Ticket::default());
+        queue.push(task(12, 12), Ticket::default());
+        assert_eq!(order(&queue), [11, 12, 9, 10]);
     }
 
     #[test]
