@@ -1,6 +1,7 @@
-//! `max_connections` pressure: workers take every connection the database
-//! allows their role, and the API goes on answering from the connections
-//! it opened at start.
+//! The connections `mcq serve` opens at start: under `max_connections`
+//! pressure, workers take every connection the database allows their role
+//! and the API goes on answering from them; and each is sent the reads of
+//! a long poll before the first request.
 
 use std::time::{Duration, Instant};
 
@@ -101,6 +102,34 @@ async fn the_api_answers_while_workers_take_every_connection() -> anyhow::Result
         held >= LIMIT,
         "the role's connections stayed exhausted ({held})"
     );
+    Ok(())
+}
+
+/// `mcq serve` sends a batch's read, the last of its warm-up, on each of
+/// the 4 connections it keeps, before its first request: no request is
+/// sent here, so nothing else would read a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_reads_on_each_kept_connection_before_its_first_request() -> anyhow::Result<()> {
+    let Some(db) = mcq_testdb::postgres().await else {
+        return Ok(());
+    };
+    let logs = TempDir::new("mcq-process-warm-reads")?;
+    let listen = format!("127.0.0.1:{}", free_port()?);
+    let server = McqProcess::spawn(
+        "server",
+        &["serve", "--listen", &listen, "--database-url", &db.url],
+        &[("RUST_LOG", "info")],
+        logs.path(),
+    )?;
+    let warmed = "SELECT count(DISTINCT pid) FROM pg_stat_activity
+                  WHERE datname = current_database() AND pid <> pg_backend_pid()
+                    AND query LIKE '%FROM batches b, LATERAL%'";
+    wait_for(&server, "a batch's read on 4 backends", || async {
+        mcq_testdb::query_i64(&db.url, warmed)
+            .await
+            .is_ok_and(|n| n == 4)
+    })
+    .await?;
     Ok(())
 }
 

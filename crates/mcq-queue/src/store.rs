@@ -306,6 +306,17 @@ impl Store {
     pub async fn migrate(&self) -> Result<(), StoreError> {
         dispatch!(self, q => q.migrate().await)
     }
+    /// Prepares a reader's statements (a job by id, a batch by id) on
+    /// every connection the store keeps open from its start, so that no
+    /// long poll pays a new backend's first read on top of its result. On
+    /// PostgreSQL that first read costs milliseconds; SQLite prepares in
+    /// its own process in microseconds, and nothing is done.
+    pub async fn warm_reads(&self) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Postgres(q) => q.warm_reads().await,
+            Backend::Sqlite(_) => Ok(()),
+        }
+    }
     /// Cheap round trip, for readiness checks.
     pub async fn ping(&self) -> Result<(), StoreError> {
         dispatch!(self, q => q.ping().await)

@@ -348,6 +348,12 @@ async fn run_sizes(
         .await
         .context("connecting to the database")?;
     control.migrate().await.context("applying migrations")?;
+    // As a server does before its first request: the probe's first reads
+    // then measure a result's visibility, not a new backend's first read.
+    control
+        .warm_reads()
+        .await
+        .context("preparing the probe's reads")?;
     // A pooler multiplexes the fleet's connections onto its own: the
     // server's limit is the pooler's concern then.
     if plan.fleet_url.is_none() {

@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow, Postgres};
+use sqlx::query::Query;
 use uuid::Uuid;
 
 use super::PgQueue;
@@ -64,21 +65,36 @@ FROM batches b, LATERAL (
     FROM jobs WHERE batch_id = b.id
 ) s";
 
+/// One job by id within a tenant ($2, NULL for all), materialised or staged.
+fn job_sql() -> String {
+    format!(
+        "SELECT {JOB_COLUMNS} FROM {JOB_FROM}
+         WHERE j.id = $1 AND ($2::int IS NULL OR j.tenant_id = $2)
+         UNION ALL
+         SELECT {STAGED_COLUMNS} FROM {STAGED_FROM}
+         WHERE st.min_id <= $1 AND st.max_id >= $1 AND u.id = $1 AND u.o > st.next
+           AND ($2::int IS NULL OR st.tenant_id = $2)
+         LIMIT 1"
+    )
+}
+
+/// One batch by id within a tenant ($2, NULL for all).
+fn batch_sql() -> String {
+    format!("{BATCH_SELECT} WHERE b.id = $1 AND ($2::int IS NULL OR b.tenant_id = $2)")
+}
+
+/// A read by id of a job or a batch, as sent on every connection: the
+/// statement cache of a connection is keyed by the text.
+fn by_id(sql: String, id: Uuid, scope: Scope) -> Query<'static, Postgres, PgArguments> {
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(scope.tenant())
+}
+
 impl PgQueue {
     /// One job and its result.
     pub(crate) async fn job(&self, id: Uuid, scope: Scope) -> Result<Option<JobView>, StoreError> {
-        let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM {JOB_FROM}
-             WHERE j.id = $1 AND ($2::int IS NULL OR j.tenant_id = $2)
-             UNION ALL
-             SELECT {STAGED_COLUMNS} FROM {STAGED_FROM}
-             WHERE st.min_id <= $1 AND st.max_id >= $1 AND u.id = $1 AND u.o > st.next
-               AND ($2::int IS NULL OR st.tenant_id = $2)
-             LIMIT 1"
-        );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .bind(scope.tenant())
+        let row = by_id(job_sql(), id, scope)
             .fetch_optional(&mut *self.conn().await?)
             .await?;
         row.as_ref().map(|row| job_view(row, None)).transpose()
@@ -90,14 +106,33 @@ impl PgQueue {
         id: Uuid,
         scope: Scope,
     ) -> Result<Option<BatchView>, StoreError> {
-        let sql =
-            format!("{BATCH_SELECT} WHERE b.id = $1 AND ($2::int IS NULL OR b.tenant_id = $2)");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .bind(scope.tenant())
+        let row = by_id(batch_sql(), id, scope)
             .fetch_optional(&mut *self.conn().await?)
             .await?;
         row.as_ref().map(batch_view).transpose()
+    }
+
+    /// Sends the reads of a job and of a batch, for an id no row has, on
+    /// each connection the pool keeps open (`pool_min`), held together so
+    /// that each is a connection of its own. A backend's first statement on
+    /// these tables loads their catalog entries and the statement is
+    /// prepared: milliseconds, which the first long polls of a server
+    /// would otherwise pay, one per connection, on top of their result.
+    pub(crate) async fn warm_reads(&self) -> Result<(), StoreError> {
+        let reserve = self.config.pool_min.min(self.config.pool_size);
+        let mut held = Vec::with_capacity(reserve as usize);
+        while held.len() < reserve as usize {
+            held.push(self.pool.acquire().await?);
+        }
+        for conn in &mut held {
+            by_id(job_sql(), Uuid::nil(), Scope::All)
+                .fetch_optional(&mut **conn)
+                .await?;
+            by_id(batch_sql(), Uuid::nil(), Scope::All)
+                .fetch_optional(&mut **conn)
+                .await?;
+        }
+        Ok(())
     }
 
     /// A page of a batch's jobs after the job `after`, in submission order.
@@ -283,4 +318,64 @@ pub(super) fn ms_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
     (b - a)
         .num_microseconds()
         .map_or(f64::NAN, |us| us as f64 / 1e3)
+}
+
+/// PostgreSQL only: the reads a server prepares before its first request.
+#[cfg(test)]
+mod on_postgres {
+    use super::{batch_sql, job_sql};
+    use crate::postgres::migrated;
+    use crate::store::QueueConfig;
+
+    /// Whether each read's statement is prepared on `conn`.
+    async fn prepared(conn: &mut sqlx::PgConnection) -> (bool, bool) {
+        let has = |sql: String| {
+            sqlx::query_scalar::<_, bool>(
+                "SELECT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE statement = $1)",
+            )
+            .bind(sql)
+        };
+        let job = has(job_sql()).fetch_one(&mut *conn).await.expect("job");
+        let batch = has(batch_sql()).fetch_one(&mut *conn).await.expect("batch");
+        (job, batch)
+    }
+
+    /// Every connection the store keeps open, each a backend of its own,
+    /// has both reads prepared after `warm_reads`, and none before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn warm_reads_prepare_both_reads_on_every_kept_connection() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let config = QueueConfig {
+            pool_size: 3,
+            pool_min: 3,
+            ..QueueConfig::default()
+        };
+        let q = migrated(&db.url, config).await;
+        for warmed in [false, true] {
+            if warmed {
+                q.warm_reads().await.expect("warm the reads");
+            }
+            let mut held = Vec::new();
+            for _ in 0..3 {
+                held.push(q.pool.acquire().await.expect("a kept connection"));
+            }
+            let mut backends = std::collections::BTreeSet::new();
+            for conn in &mut held {
+                let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                    .fetch_one(&mut **conn)
+                    .await
+                    .expect("pid");
+                backends.insert(pid);
+                assert_eq!(
+                    prepared(conn).await,
+                    (warmed, warmed),
+                    "backend {pid}, warmed: {warmed}"
+                );
+            }
+            assert_eq!(backends.len(), 3, "three backends of their own");
+        }
+        q.close().await;
+    }
 }

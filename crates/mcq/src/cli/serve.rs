@@ -213,6 +213,11 @@ pub(crate) async fn start(config: ServeConfig) -> anyhow::Result<Running> {
             config.listen
         )));
     }
+    // Before the first request, so that no long poll pays a new backend's
+    // first read. A database not yet migrated says so through readiness.
+    if let Err(err) = store.warm_reads().await {
+        tracing::warn!(error = %err, "could not prepare the reads on the kept connections");
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
