@@ -8,7 +8,8 @@
 //! gets the job's partials back with one of its tasks still held; the
 //! kernel's merge runs here, and a second call completes that task with
 //! the job's result. The jobs a call finishes are announced after it
-//! commits (`herald.rs`).
+//! commits (`herald.rs`): by the store's herald when they rode a claim, at
+//! once when they were sent on their own.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -81,8 +82,9 @@ impl PgQueue {
                 .await
                 .map(|no_more| debug_assert!(no_more.is_empty(), "results finish no split job"))
         };
-        // What the first call committed is announced even if the second failed.
-        self.announce_finished(finished);
+        // What the first call committed is announced even if the second
+        // failed; at once, before the caller's next call takes the connection.
+        self.announce_now(finished).await;
         recorded?;
         Ok(refused(ids, &accepted))
     }

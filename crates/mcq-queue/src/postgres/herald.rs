@@ -15,7 +15,12 @@
 //!
 //! The herald is one task per store. While one notification is in flight,
 //! the keys of later completions gather and go out together, so a busy
-//! store sends at most one notifying transaction per round trip.
+//! store sends at most one notifying transaction per round trip. A
+//! completion sent on its own (`complete`: a job's result recorded as soon
+//! as it is computed, or results that waited their longest) does not go
+//! through the herald: it notifies in the same way right after its answer,
+//! on the connection it just gave back, before its caller learns that its
+//! results are recorded.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -54,6 +59,22 @@ impl PgQueue {
     pub(super) fn announce_finished(&self, finished: BTreeMap<Uuid, i64>) {
         if !finished.is_empty() {
             self.tell_herald(Notice::Finished(finished));
+        }
+    }
+
+    /// Announces now, on a connection of the caller's: for a completion
+    /// sent on its own (`complete`), whose caller waits for its answer
+    /// anyway. A busy worker's other call, often a claim, would otherwise
+    /// hold the store's connections while the herald waited for one, with
+    /// the announcement behind it (up to 75 ms at 64 workers on vm-h).
+    /// Like the herald's, a failed announcement is only logged.
+    pub(super) async fn announce_now(&self, finished: BTreeMap<Uuid, i64>) {
+        if finished.is_empty() {
+            return;
+        }
+        let (keys, counts): (Vec<Uuid>, Vec<i64>) = finished.into_iter().unzip();
+        if let Err(err) = notify(&self.connections(), &keys, &counts).await {
+            tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
         }
     }
 
@@ -101,16 +122,7 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
         }
         if !pending.is_empty() {
             let (keys, counts): (Vec<Uuid>, Vec<i64>) = pending.into_iter().unzip();
-            let sent = async {
-                sqlx::query(NOTIFY)
-                    .bind(FINISHED_CHANNEL)
-                    .bind(&keys)
-                    .bind(&counts)
-                    .execute(&mut *connections.get().await?)
-                    .await
-            }
-            .await;
-            if let Err(err) = sent {
+            if let Err(err) = notify(&connections, &keys, &counts).await {
                 // Waiters re-read on their own schedule; nothing is lost.
                 tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
             }
@@ -119,6 +131,21 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
             let _ = done.send(());
         }
     }
+}
+
+/// One notifying transaction: `counts[i]` jobs finished under `keys[i]`.
+async fn notify(
+    connections: &Connections,
+    keys: &[Uuid],
+    counts: &[i64],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(NOTIFY)
+        .bind(FINISHED_CHANNEL)
+        .bind(keys)
+        .bind(counts)
+        .execute(&mut *connections.get().await?)
+        .await
+        .map(drop)
 }
 
 /// PostgreSQL only: the completion's own transaction notifies nobody, and
@@ -246,6 +273,40 @@ mod on_postgres {
         );
         assert_eq!(next(&mut listener).await, format!("{batch}:2"));
         other.close().await;
+        q.close().await;
+    }
+
+    /// A completion sent on its own has announced what it finished by the
+    /// time it answers, without the herald: nothing else here hands the
+    /// herald anything, so it has not been started.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_completion_of_its_own_announces_before_it_answers() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = migrated(&db.url, QueueConfig::default()).await;
+        let mut listener = finished_listener(&db.url).await;
+        let batch = submit_batch(&q, 2).await;
+        let w = registered_worker(&q).await;
+        let claimed = q.claim(w, 2).await.expect("claim").tasks;
+        assert_eq!(claimed.len(), 2);
+        let refused = q
+            .complete(w, claimed.iter().map(done).collect())
+            .await
+            .expect("complete");
+        assert!(refused.is_empty(), "refused {refused:?}");
+        assert!(
+            q.herald.tx.get().is_none(),
+            "the completion went through the herald"
+        );
+        // Sent before the marker, which goes out only now.
+        sqlx::query("SELECT pg_notify($1, 'marker')")
+            .bind(FINISHED_CHANNEL)
+            .execute(&q.pool)
+            .await
+            .expect("marker");
+        assert_eq!(next(&mut listener).await, format!("{batch}:2"));
+        assert_eq!(next(&mut listener).await, "marker");
         q.close().await;
     }
 
