@@ -67,15 +67,12 @@ impl PgQueue {
     /// anyway. A busy worker's other call, often a claim, would otherwise
     /// hold the store's connections while the herald waited for one, with
     /// the announcement behind it (up to 75 ms at 64 workers on vm-h).
-    /// Like the herald's, a failed announcement is only logged.
     pub(super) async fn announce_now(&self, finished: BTreeMap<Uuid, i64>) {
         if finished.is_empty() {
             return;
         }
         let (keys, counts): (Vec<Uuid>, Vec<i64>) = finished.into_iter().unzip();
-        if let Err(err) = notify(&self.connections(), &keys, &counts).await {
-            tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
-        }
+        notify(&self.connections(), &keys, &counts).await;
     }
 
     /// Waits until every announcement handed to the herald so far has
@@ -122,10 +119,7 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
         }
         if !pending.is_empty() {
             let (keys, counts): (Vec<Uuid>, Vec<i64>) = pending.into_iter().unzip();
-            if let Err(err) = notify(&connections, &keys, &counts).await {
-                // Waiters re-read on their own schedule; nothing is lost.
-                tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
-            }
+            notify(&connections, &keys, &counts).await;
         }
         for done in flushes {
             let _ = done.send(());
@@ -134,18 +128,21 @@ async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Noti
 }
 
 /// One notifying transaction: `counts[i]` jobs finished under `keys[i]`.
-async fn notify(
-    connections: &Connections,
-    keys: &[Uuid],
-    counts: &[i64],
-) -> Result<(), sqlx::Error> {
-    sqlx::query(NOTIFY)
-        .bind(FINISHED_CHANNEL)
-        .bind(keys)
-        .bind(counts)
-        .execute(&mut *connections.get().await?)
-        .await
-        .map(drop)
+/// A failure is only logged: waiters re-read on their own schedule, and
+/// nothing is lost.
+async fn notify(connections: &Connections, keys: &[Uuid], counts: &[i64]) {
+    let sent = async {
+        sqlx::query(NOTIFY)
+            .bind(FINISHED_CHANNEL)
+            .bind(keys)
+            .bind(counts)
+            .execute(&mut *connections.get().await?)
+            .await
+    }
+    .await;
+    if let Err(err) = sent {
+        tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
+    }
 }
 
 /// PostgreSQL only: the completion's own transaction notifies nobody, and

@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use sqlx::Connection as _;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, Postgres};
 
 use crate::finished::Announcer;
 use crate::schema::SchemaStatus;
@@ -47,16 +48,22 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// says so and goes on, since the pool opens connections on demand too.
 async fn open_reserve(pool: &PgPool, reserve: u32) {
     let mut opened = Vec::new();
-    // Held together, so that each is a connection of its own.
-    while opened.len() < reserve as usize {
-        match pool.acquire().await {
-            Ok(conn) => opened.push(conn),
-            Err(err) => {
-                tracing::warn!(error = %err, opened = opened.len(), reserve, "could not open the reserved connections");
-                return;
-            }
-        }
+    if let Err(err) = hold_reserve(pool, reserve, &mut opened).await {
+        tracing::warn!(error = %err, opened = opened.len(), reserve, "could not open the reserved connections");
     }
+}
+
+/// Takes `reserve` connections of the pool into `held`, all at once, so
+/// that each is a connection of its own; stops at the first that fails.
+async fn hold_reserve(
+    pool: &PgPool,
+    reserve: u32,
+    held: &mut Vec<PoolConnection<Postgres>>,
+) -> Result<(), sqlx::Error> {
+    while held.len() < reserve as usize {
+        held.push(pool.acquire().await?);
+    }
+    Ok(())
 }
 
 /// A PostgreSQL pool and what the queue needs around it.

@@ -119,11 +119,9 @@ impl PgQueue {
     /// prepared: milliseconds, which the first long polls of a server
     /// would otherwise pay, one per connection, on top of their result.
     pub(crate) async fn warm_reads(&self) -> Result<(), StoreError> {
+        let mut held = Vec::new();
         let reserve = self.config.pool_min.min(self.config.pool_size);
-        let mut held = Vec::with_capacity(reserve as usize);
-        while held.len() < reserve as usize {
-            held.push(self.pool.acquire().await?);
-        }
+        super::hold_reserve(&self.pool, reserve, &mut held).await?;
         for conn in &mut held {
             by_id(job_sql(), Uuid::nil(), Scope::All)
                 .fetch_optional(&mut **conn)
