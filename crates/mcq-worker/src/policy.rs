@@ -10,8 +10,8 @@
 //! The rules (docs/worker.md, "Design decisions", says why each is kept):
 //!
 //! - **Claim** the free slots plus a prefetch window of work judged by the
-//!   recent task time, once the local queue is down to half of that
-//!   window; not while the queue was just seen short and tasks still wait
+//!   recent task time (a longer window while claims are slow to answer),
+//!   once the local queue is down to half of that window; not while the queue was just seen short and tasks still wait
 //!   here, nor after a claim found nothing (either until work is announced
 //!   or the poll interval passes, or, when the claim passed over work
 //!   other claims held, a short delay the loop chose), while tasks handed
@@ -47,6 +47,13 @@ pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// Time after the shutdown deadline for recording and handing back before
 /// the worker stops retrying a database that is gone.
 pub(crate) const CLEANUP_GRACE: Duration = Duration::from_secs(5);
+
+/// Round trips of a claim that the prefetch window holds at least.
+pub(crate) const CLAIM_ROUND_TRIPS: f64 = 20.0;
+/// The most slow claims stretch the prefetch window, as a multiple of the
+/// configured one: a bound on the work one worker holds back from others
+/// at the end of a batch.
+pub(crate) const MOST_STRETCH: f64 = 2.0;
 
 /// The worker's fixed knobs, from [`crate::WorkerConfig`].
 #[derive(Debug, Clone, PartialEq)]
@@ -84,15 +91,33 @@ impl Rules {
         (self.claim_batch + self.complete_batch).max(self.slots + 1)
     }
 
+    /// The prefetch window, in milliseconds, for claims that take
+    /// `claim_ms` to answer: the configured one, stretched to
+    /// [`CLAIM_ROUND_TRIPS`] round trips of a claim when claims are slow,
+    /// to at most [`MOST_STRETCH`] times the configured window.
+    ///
+    /// Claims slow down when the database is short of CPU, and a fleet
+    /// that kept claiming the same few tasks per call then spent more of
+    /// that CPU per task on calls: 256 one-slot workers of 50 ms tasks on
+    /// two cores read about a fifth less CPU per task with a window of a
+    /// second than of 400 ms, where a fleet of 16 read more with it, its
+    /// batch's tail longer (docs/results.md). The worker tops up at half
+    /// the window, so a claim's round trip stays at most a tenth of the
+    /// work it still holds.
+    pub(crate) fn window_ms(&self, claim_ms: f64) -> f64 {
+        let set = self.prefetch_window.as_secs_f64() * 1e3;
+        (claim_ms * CLAIM_ROUND_TRIPS).clamp(set, set * MOST_STRETCH)
+    }
+
     /// Tasks worth holding beyond the free slots: enough to keep every slot
-    /// busy for the prefetch window at `task_ms` per task, at most a claim
-    /// batch; none while task times are unknown, so long tasks are never
-    /// hoarded.
-    pub(crate) fn prefetch(&self, task_ms: Option<f64>) -> usize {
+    /// busy for the prefetch window (stretched by slow claims, see
+    /// [`Rules::window_ms`]) at `task_ms` per task, at most a claim batch;
+    /// none while task times are unknown, so long tasks are never hoarded.
+    pub(crate) fn prefetch(&self, task_ms: Option<f64>, claim_ms: f64) -> usize {
         let Some(task_ms) = task_ms else {
             return 0;
         };
-        let window_ms = self.prefetch_window.as_secs_f64() * 1e3;
+        let window_ms = self.window_ms(claim_ms);
         // A floor keeps the count finite for tasks that take no time.
         let tasks = window_ms / task_ms.max(0.001) * self.slots as f64;
         if tasks >= self.claim_batch as f64 {
@@ -245,7 +270,7 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
     // After a short claim the queue may still hold work another worker
     // skipped past; once nothing waits here, one more claim tells.
     let drained = short && (state.local > 0 || state.claimed_none);
-    let prefetch = rules.prefetch(state.task_ms);
+    let prefetch = rules.prefetch(state.task_ms, state.claim_ms);
     let free = rules.slots.saturating_sub(state.running);
     let room = rules.max_held().saturating_sub(state.held);
     let want = (free + prefetch)

@@ -609,12 +609,12 @@ fn half_the_unstarted_tasks_go_to_an_idle_worker_when_worth_two_round_trips() {
             Decision::Claim(656),
         ),
         (
-            "slow claims raise the bar",
+            "slow claims raise the bar (and stretch the window to 200 ms)",
             State {
                 claim_ms: 30.0,
                 ..b.clone()
             },
-            Decision::Claim(10),
+            Decision::Claim(30),
         ),
         (
             "one task: nothing to halve",
@@ -868,10 +868,10 @@ fn no_state_makes_the_loop_spin() {
 #[test]
 fn the_prefetch_follows_the_task_time_and_the_room_covers_the_slots() {
     let rules = rules();
-    assert_eq!(rules.prefetch(None), 0);
-    assert_eq!(rules.prefetch(Some(10.0)), 20);
-    assert_eq!(rules.prefetch(Some(500.0)), 0);
-    assert_eq!(rules.prefetch(Some(0.0)), 1000);
+    assert_eq!(rules.prefetch(None, 1.0), 0);
+    assert_eq!(rules.prefetch(Some(10.0), 1.0), 20);
+    assert_eq!(rules.prefetch(Some(500.0), 1.0), 0);
+    assert_eq!(rules.prefetch(Some(0.0), 1.0), 1000);
     assert_eq!(rules.max_held(), 1100);
     let tiny = Rules {
         slots: 8,
@@ -880,6 +880,43 @@ fn the_prefetch_follows_the_task_time_and_the_room_covers_the_slots() {
         ..rules
     };
     assert_eq!(tiny.max_held(), 9, "at least one more than the slots");
+}
+
+#[test]
+fn slow_claims_stretch_the_prefetch_window_up_to_twice() {
+    // The default window, 400 ms: eight 50 ms tasks for one slot.
+    let rules = Rules::of(&crate::WorkerConfig::default(), 1);
+    for (claim_ms, window_ms, tasks) in [
+        (1.0, 400.0, 8),
+        (20.0, 400.0, 8),
+        (30.0, 600.0, 12),
+        (40.0, 800.0, 16),
+        (50.0, 800.0, 16),
+        (500.0, 800.0, 16),
+    ] {
+        assert!(
+            (rules.window_ms(claim_ms) - window_ms).abs() < 1e-9,
+            "claims of {claim_ms} ms: a window of {} ms, not {window_ms}",
+            rules.window_ms(claim_ms)
+        );
+        assert_eq!(rules.prefetch(Some(50.0), claim_ms), tasks, "{claim_ms}");
+    }
+    // A window of 0 (free slots only) stays 0 however slow the claims.
+    let none = Rules {
+        prefetch_window: Duration::ZERO,
+        ..rules.clone()
+    };
+    assert_eq!(none.window_ms(500.0), 0.0);
+    assert_eq!(none.prefetch(Some(50.0), 500.0), 0);
+    // A busy worker whose claims take 50 ms claims once per eight tasks
+    // rather than once per four; the results that wait longer than
+    // `complete_wait` for the next claim go in a call of their own.
+    let (claims, calls) = claims_and_calls_per_task(&rules, 50 * MS);
+    assert!(
+        (0.1..=0.15).contains(&claims),
+        "{claims:.3} claims per task"
+    );
+    assert!(calls <= 0.25, "{calls:.3} calls per task");
 }
 
 /// Calls (claims and flushes) per finished task of a busy one-slot worker
@@ -894,6 +931,11 @@ fn calls_per_task(rules: &Rules) -> f64 {
 /// answers at once): the worker of a fleet whose database is its
 /// bottleneck.
 fn calls_per_task_claims_taking(rules: &Rules, claim: Duration) -> f64 {
+    claims_and_calls_per_task(rules, claim).1
+}
+
+/// Claims, and calls of any kind, per finished task in the same model.
+fn claims_and_calls_per_task(rules: &Rules, claim: Duration) -> (f64, f64) {
     let task = 50 * MS;
     let start = Instant::now();
     let mut state = State {
@@ -906,7 +948,7 @@ fn calls_per_task_claims_taking(rules: &Rules, claim: Duration) -> f64 {
     let mut ends_at = None;
     // The claim in flight: when it answers, and with how many tasks.
     let mut answer: Option<(Instant, usize)> = None;
-    let (mut calls, mut finished) = (0u32, 0u32);
+    let (mut claims, mut calls, mut finished) = (0u32, 0u32, 0u32);
     while finished < 200 {
         if let Some((_, n)) = answer.filter(|&(at, _)| at <= state.now) {
             state.claiming = false;
@@ -921,6 +963,7 @@ fn calls_per_task_claims_taking(rules: &Rules, claim: Duration) -> f64 {
         }
         match decide(&state, rules) {
             Decision::Claim(n) => {
+                claims += 1;
                 calls += 1;
                 state.held -= state.pending;
                 (state.pending, state.first_pending) = (0, None);
@@ -951,7 +994,10 @@ fn calls_per_task_claims_taking(rules: &Rules, claim: Duration) -> f64 {
             other => panic!("a busy worker does not {other:?}"),
         }
     }
-    f64::from(calls) / f64::from(finished)
+    (
+        f64::from(claims) / f64::from(finished),
+        f64::from(calls) / f64::from(finished),
+    )
 }
 
 #[test]

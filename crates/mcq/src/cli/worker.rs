@@ -56,7 +56,9 @@ pub(crate) struct Args {
     /// time per slot: a worker claims again once half of it is left, and
     /// its finished results ride with that claim. Larger windows make
     /// fewer, larger calls (less database CPU per task) and hold more
-    /// tasks; 0 claims only free slots [default: 400].
+    /// tasks; while claims are slow (over 20 ms) it stretches to twenty
+    /// of their round trips, up to twice this; 0 claims only free
+    /// slots [default: 400].
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     prefetch_ms: Option<u32>,
     /// Longest wait for new work while idle, when no announcement comes
