@@ -2,6 +2,8 @@
 //! the worker list. Jobs of a staged batch are read from
 //! their staged rows until a claim materialises them.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use sqlx::Row as _;
 use sqlx::postgres::{PgArguments, PgRow, Postgres};
@@ -66,26 +68,33 @@ FROM batches b, LATERAL (
 ) s";
 
 /// One job by id within a tenant ($2, NULL for all), materialised or staged.
-fn job_sql() -> String {
-    format!(
-        "SELECT {JOB_COLUMNS} FROM {JOB_FROM}
-         WHERE j.id = $1 AND ($2::int IS NULL OR j.tenant_id = $2)
-         UNION ALL
-         SELECT {STAGED_COLUMNS} FROM {STAGED_FROM}
-         WHERE st.min_id <= $1 AND st.max_id >= $1 AND u.id = $1 AND u.o > st.next
-           AND ($2::int IS NULL OR st.tenant_id = $2)
-         LIMIT 1"
-    )
+fn job_sql() -> &'static str {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT {JOB_COLUMNS} FROM {JOB_FROM}
+             WHERE j.id = $1 AND ($2::int IS NULL OR j.tenant_id = $2)
+             UNION ALL
+             SELECT {STAGED_COLUMNS} FROM {STAGED_FROM}
+             WHERE st.min_id <= $1 AND st.max_id >= $1 AND u.id = $1 AND u.o > st.next
+               AND ($2::int IS NULL OR st.tenant_id = $2)
+             LIMIT 1"
+        )
+    });
+    &SQL
 }
 
 /// One batch by id within a tenant ($2, NULL for all).
-fn batch_sql() -> String {
-    format!("{BATCH_SELECT} WHERE b.id = $1 AND ($2::int IS NULL OR b.tenant_id = $2)")
+fn batch_sql() -> &'static str {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!("{BATCH_SELECT} WHERE b.id = $1 AND ($2::int IS NULL OR b.tenant_id = $2)")
+    });
+    &SQL
 }
 
 /// A read by id of a job or a batch, as sent on every connection: the
-/// statement cache of a connection is keyed by the text.
-fn by_id(sql: String, id: Uuid, scope: Scope) -> Query<'static, Postgres, PgArguments> {
+/// statement cache of a connection is keyed by the text, which is built
+/// once per process.
+fn by_id(sql: &'static str, id: Uuid, scope: Scope) -> Query<'static, Postgres, PgArguments> {
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .bind(scope.tenant())
@@ -327,7 +336,7 @@ mod on_postgres {
 
     /// Whether each read's statement is prepared on `conn`.
     async fn prepared(conn: &mut sqlx::PgConnection) -> (bool, bool) {
-        let has = |sql: String| {
+        let has = |sql: &'static str| {
             sqlx::query_scalar::<_, bool>(
                 "SELECT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE statement = $1)",
             )
