@@ -503,17 +503,24 @@ impl Store {
     }
     /// Claims up to `max` due queued tasks (expired leases are requeued by [`Store::reap`]).
     pub async fn claim(&self, worker: Uuid, max: u32) -> Result<Vec<ClaimedTask>, StoreError> {
-        Ok(self.claim_reporting(worker, max).await?.tasks)
+        Ok(self.claim_reporting(worker, max, 0).await?.tasks)
     }
-    /// [`Store::claim`], telling whether it passed over work other claims held.
-    async fn claim_reporting(&self, worker: Uuid, max: u32) -> Result<Claim, StoreError> {
+    /// [`Store::claim`], `ahead` of the `max` tasks wanted beyond the
+    /// worker's free slots, telling whether it passed over work other
+    /// claims held. See [`Store::complete_and_claim_ahead`].
+    async fn claim_reporting(
+        &self,
+        worker: Uuid,
+        max: u32,
+        ahead: u32,
+    ) -> Result<Claim, StoreError> {
         if max == 0 {
             return Ok(Claim::default());
         }
         match &self.backend {
-            Backend::Postgres(q) => q.claim(worker, max).await,
+            Backend::Postgres(q) => q.claim(worker, max, ahead).await,
             Backend::Sqlite(q) => Ok(Claim {
-                tasks: q.claim(worker, max).await?,
+                tasks: q.claim(worker, max, ahead).await?,
                 contended: false,
             }),
         }
@@ -555,8 +562,24 @@ impl Store {
         done: Vec<TaskDone>,
         max: u32,
     ) -> Result<CompletedAndClaimed, StoreError> {
+        self.complete_and_claim_ahead(worker, done, max, 0).await
+    }
+    /// [`Store::complete_and_claim`] for a worker that wants `ahead` of the
+    /// `max` tasks beyond its free slots (a prefetch). Those take at most
+    /// half of the due queued tasks left after the free slots' (rounded
+    /// up), unless staged jobs wait to be written out (PostgreSQL): a
+    /// worker that finishes its first task of a small batch does not take
+    /// all the rest ahead of the others, and each claim of a worker that
+    /// runs short halves what is left.
+    pub async fn complete_and_claim_ahead(
+        &self,
+        worker: Uuid,
+        done: Vec<TaskDone>,
+        max: u32,
+        ahead: u32,
+    ) -> Result<CompletedAndClaimed, StoreError> {
         if done.is_empty() {
-            let claim = self.claim_reporting(worker, max).await?;
+            let claim = self.claim_reporting(worker, max, ahead).await?;
             return Ok(CompletedAndClaimed {
                 refused: Vec::new(),
                 claimed: Ok(claim.tasks),
@@ -572,13 +595,16 @@ impl Store {
             });
         }
         if let Backend::Postgres(q) = &self.backend {
-            let reply = q.complete_and_claim(worker, done, max).await?;
+            let reply = q.complete_and_claim(worker, done, max, ahead).await?;
             self.count_refused(reply.refused.len());
             return Ok(reply);
         }
         // SQLite, in this process: one after the other.
         let refused = self.complete(worker, done).await?;
-        let claimed = self.claim(worker, max).await;
+        let claimed = self
+            .claim_reporting(worker, max, ahead)
+            .await
+            .map(|claim| claim.tasks);
         Ok(CompletedAndClaimed {
             refused,
             claimed,

@@ -72,17 +72,22 @@ impl std::fmt::Debug for Flushed {
     }
 }
 
-/// Claims up to `n` tasks, recording `done` in the same call.
+/// Claims up to `n` tasks, `ahead` of them beyond the free slots,
+/// recording `done` in the same call.
 pub(crate) async fn claim(
     store: Store,
     worker: Uuid,
     done: Vec<(TaskDone, Waiting)>,
     n: usize,
+    ahead: usize,
 ) -> Claimed {
     let started = Instant::now();
     let max = u32::try_from(n).unwrap_or(u32::MAX);
+    let ahead = u32::try_from(ahead).unwrap_or(u32::MAX).min(max);
     let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
-    let reply = store.complete_and_claim(worker, sent, max).await;
+    let reply = store
+        .complete_and_claim_ahead(worker, sent, max, ahead)
+        .await;
     Claimed {
         asked: n,
         done,

@@ -232,11 +232,12 @@ impl Driver {
 
     /// Starts a claim of up to `n` tasks, sending the computed results along.
     fn start_claim(&mut self, n: usize) {
+        let ahead = self.rules.ahead(&self.state(), n);
         let done = self.pending.take_done(self.rules.complete_batch);
         self.held
             .telling(done.iter().map(|(d, _)| (d.task_id, d.lease_token)));
         let (store, worker) = (self.store.clone(), self.worker);
-        self.claim = Some(calls::spawn(calls::claim(store, worker, done, n)));
+        self.claim = Some(calls::spawn(calls::claim(store, worker, done, n, ahead)));
     }
 
     /// A claim answered.

@@ -83,6 +83,18 @@ impl Rules {
         }
     }
 
+    /// Of a claim of `n` tasks, those wanted beyond the slots that are
+    /// free and not already filled by the local queue: the prefetch, which
+    /// the store limits to half of what is left in the queue
+    /// (`Store::complete_and_claim_ahead`).
+    pub(crate) fn ahead(&self, state: &State, n: usize) -> usize {
+        let free = self
+            .slots
+            .saturating_sub(state.running)
+            .saturating_sub(state.local);
+        n.saturating_sub(free)
+    }
+
     /// Most leases held at once: a claim batch in hand and a completion
     /// batch waiting, and at least one more than the slots. When the
     /// database records slower than the slots compute, the worker stops

@@ -37,7 +37,7 @@ const COMPLETE: &str = "SELECT accepted, job_id, held, spec, compute_ms, partial
 const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
                                   chunk_start, chunk_end, spec \
                                   FROM mcq_complete_and_claim($1, $2, $3, $4, $5, $6, $7, $8, \
-                                  $9, $10, $11)";
+                                  $9, mcq_claim_ahead($10, $12), $11)";
 
 /// Records tasks that bring their job's result in one statement
 /// (functions/mcq_record.sql): a row per accepted task, with the
@@ -51,7 +51,7 @@ const RECORD: &str = "SELECT accepted, job_id FROM mcq_record($1, $2, $3, $4, $5
 const RECORD_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, attempt, \
                                 chunk_start, chunk_end, spec \
                                 FROM mcq_record_and_claim($1, $2, $3, $4, $5, $6, $7, $8, \
-                                $9, $10, true)";
+                                mcq_claim_ahead($9, $11), $10, true)";
 
 /// The most tasks one call of `mcq_record` takes. It meets the accepted
 /// rows with their inputs and jobs in joins that may be nested loops,
@@ -90,7 +90,7 @@ impl PgQueue {
     }
 
     /// Records `done` as [`PgQueue::complete`] does, then claims up to
-    /// `max` tasks: the results go with the claim in one call
+    /// `max` tasks, `ahead` of them beyond the worker's free slots: the results go with the claim in one call
     /// (`mcq_record_and_claim`, or `mcq_complete_and_claim` past
     /// [`RECORD_MAX`] of them); partials are recorded first by a call of
     /// their own, and the results of the split jobs they finish go with
@@ -100,6 +100,7 @@ impl PgQueue {
         worker: Uuid,
         done: Vec<TaskDone>,
         max: u32,
+        ahead: u32,
     ) -> Result<CompletedAndClaimed, StoreError> {
         let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
         let mut accepted = HashSet::with_capacity(ids.len());
@@ -134,6 +135,7 @@ impl PgQueue {
         let rows = query
             .bind(i64::from(max))
             .bind(self.lease_secs())
+            .bind(i64::from(ahead))
             .fetch_all(&mut *self.conn().await?)
             .await?;
         let mut counts = Counts::default();

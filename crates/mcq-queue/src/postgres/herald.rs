@@ -237,7 +237,7 @@ mod on_postgres {
         let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 3).await;
         let w = registered_worker(&q).await;
-        let claimed = q.claim(w, 1).await.expect("claim").tasks;
+        let claimed = q.claim(w, 1, 0).await.expect("claim").tasks;
         assert_eq!(claimed.len(), 1);
         assert!(
             q.herald.tx.get().is_none(),
@@ -285,7 +285,7 @@ mod on_postgres {
         let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 2).await;
         let w = registered_worker(&q).await;
-        let claimed = q.claim(w, 2).await.expect("claim").tasks;
+        let claimed = q.claim(w, 2, 0).await.expect("claim").tasks;
         assert_eq!(claimed.len(), 2);
         let refused = q
             .complete(w, claimed.iter().map(done).collect())
@@ -322,7 +322,7 @@ mod on_postgres {
         let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 40).await;
         let w = registered_worker(&q).await;
-        let mut claimed = q.claim(w, 1).await.expect("claim").tasks;
+        let mut claimed = q.claim(w, 1, 0).await.expect("claim").tasks;
         // Other tests break connections, and a break sends the kept
         // connection back through the pool's check: only rounds during
         // which none broke show which backend announced.
@@ -331,7 +331,7 @@ mod on_postgres {
             let before = crate::outage::dropped();
             let task = claimed.pop().expect("a task");
             let next_claim = q
-                .complete_and_claim(w, vec![done(&task)], 1)
+                .complete_and_claim(w, vec![done(&task)], 1, 0)
                 .await
                 .expect("complete and claim");
             claimed = next_claim.claimed.expect("a claim");
@@ -426,7 +426,7 @@ mod on_postgres {
         let mut listener = finished_listener(&db.url).await;
         let batch = submit_batch(&q, 3).await;
         let w = registered_worker(&q).await;
-        let claimed = q.claim(w, 2).await.expect("claim").tasks;
+        let claimed = q.claim(w, 2, 0).await.expect("claim").tasks;
         assert_eq!(claimed.len(), 2);
 
         // The function, called without a channel, returns the finished job's
@@ -462,7 +462,7 @@ mod on_postgres {
 
         // The store's two completions announce what they finished.
         let claimed_more = q
-            .complete_and_claim(w, vec![done(&claimed[1])], 1)
+            .complete_and_claim(w, vec![done(&claimed[1])], 1, 0)
             .await
             .expect("complete and claim");
         assert!(claimed_more.refused.is_empty());

@@ -626,14 +626,14 @@ mod on_postgres {
         // One running task: nothing to hand over either.
         q.submit(single_jobs(1), None).await.expect("submit");
         assert!(heard(&mut listener, PATIENCE).await.is_some(), "the work");
-        assert_eq!(q.claim(busy, 1).await.expect("claim").tasks.len(), 1);
+        assert_eq!(q.claim(busy, 1, 0).await.expect("claim").tasks.len(), 1);
         q.announce_idle(idle).await.expect("announce idle");
         assert_eq!(heard(&mut listener, Duration::from_millis(500)).await, None);
 
         // Two: one of them may wait for a slot, and be handed over.
         q.submit(single_jobs(1), None).await.expect("submit");
         assert!(heard(&mut listener, PATIENCE).await.is_some(), "the work");
-        assert_eq!(q.claim(busy, 1).await.expect("claim").tasks.len(), 1);
+        assert_eq!(q.claim(busy, 1, 0).await.expect("claim").tasks.len(), 1);
         q.announce_idle(idle).await.expect("announce idle");
         assert_eq!(
             heard(&mut listener, PATIENCE).await,

@@ -45,7 +45,7 @@ use crate::types::{Claim, ClaimedTask, Heartbeat, Reaped, WorkerPulse};
 /// never scans running tasks (whose index keeps the entries of deleted
 /// tasks until vacuum).
 const CLAIM: &str = "SELECT id, job_id, lease_token, attempt, chunk_start, chunk_end, spec \
-                     FROM mcq_claim($1, $2, $3)";
+                     FROM mcq_claim($1, mcq_claim_ahead($2, $4), $3)";
 
 /// Reap: expired leases, once, skipping rows another reaper holds. Tasks
 /// with attempts left go back to the queue (keeping their place: `run_at`
@@ -157,12 +157,19 @@ WHERE id IN (
 RETURNING id";
 
 impl PgQueue {
-    /// Claims up to `max` tasks in one statement.
-    pub(crate) async fn claim(&self, worker: Uuid, max: u32) -> Result<Claim, StoreError> {
+    /// Claims up to `max` tasks in one statement, `ahead` of them beyond
+    /// the worker's free slots (see `mcq_claim`).
+    pub(crate) async fn claim(
+        &self,
+        worker: Uuid,
+        max: u32,
+        ahead: u32,
+    ) -> Result<Claim, StoreError> {
         let rows = sqlx::query(CLAIM)
             .bind(worker)
             .bind(i64::from(max))
             .bind(self.lease_secs())
+            .bind(i64::from(ahead))
             .fetch_all(&mut *self.conn().await?)
             .await?;
         Ok(Claim {

@@ -89,14 +89,33 @@ impl SqliteQueue {
     /// Claims up to `max` tasks in one transaction, shared between the
     /// tenants with queued tasks as `mcq_claim` shares them on PostgreSQL:
     /// an equal part each, starting one tenant further on every claim,
-    /// then what is left to those that filled their part.
+    /// then what is left to those that filled their part. The `ahead` of
+    /// them wanted beyond the worker's free slots take at most half of the
+    /// due queued tasks left after the free slots' (rounded up), as there.
     pub(crate) async fn claim(
         &self,
         worker: Uuid,
         max: u32,
+        ahead: u32,
     ) -> Result<Vec<ClaimedTask>, StoreError> {
         let now = now_us();
         let mut tx = self.write().await?;
+        let ahead = u64::from(ahead.min(max));
+        let max = if ahead > 0 {
+            let seen: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM (SELECT 1 FROM tasks
+                 WHERE state = 'queued' AND run_at <= ?1 LIMIT ?2)",
+            )
+            .bind(now)
+            .bind(2 * i64::from(max))
+            .fetch_one(&mut *tx)
+            .await?;
+            let need = u64::from(max) - ahead;
+            let beyond = u64::try_from(seen).unwrap_or(0).saturating_sub(need);
+            u32::try_from(need + ahead.min(beyond.div_ceil(2))).unwrap_or(max)
+        } else {
+            max
+        };
         let waiting: Vec<i32> = sqlx::query_scalar(WAITING_TENANTS)
             .fetch_all(&mut *tx)
             .await?;

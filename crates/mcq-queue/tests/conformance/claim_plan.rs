@@ -35,6 +35,7 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
         claim: statement,
         tenants,
         low,
+        ahead,
     } = claim_statements(&pool).await;
 
     // PL/pgSQL plans the statement for the values of the first calls, then
@@ -60,6 +61,11 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
             .fetch_one(&mut *tx)
             .await
             .expect("explain the low-water probe");
+        let explain = format!("EXPLAIN (FORMAT JSON) {ahead}");
+        let ahead_plan: Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+            .fetch_one(&mut *tx)
+            .await
+            .expect("explain the count of a claim ahead");
         let explain = format!("EXPLAIN (FORMAT JSON) {tenants}");
         let tenants_plan: Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
             .fetch_one(&mut *tx)
@@ -69,14 +75,18 @@ async fn claim_plan_is_an_ordered_index_walk_on_stale_statistics() {
 
         // Disabled plan nodes cost 10^10 each; the claim's plan must not
         // cross the JIT thresholds because of that.
-        for plan in [&plan, &tenants_plan, &low_plan] {
+        for plan in [&plan, &tenants_plan, &low_plan, &ahead_plan] {
             assert!(
                 plan[0].get("JIT").is_none(),
                 "{mode}: the claim would be JIT-compiled: {}",
                 plan[0]["JIT"]
             );
         }
-        for (what, plan) in [("claim", &plan), ("low-water probe", &low_plan)] {
+        for (what, plan) in [
+            ("claim", &plan),
+            ("low-water probe", &low_plan),
+            ("count of a claim ahead", &ahead_plan),
+        ] {
             let nodes = node_types(&plan[0]["Plan"]);
             assert!(
                 nodes
@@ -399,6 +409,8 @@ struct ClaimStatements {
     tenants: String,
     /// Whether the tenant's due queued tasks are running low.
     low: String,
+    /// How many due tasks are queued, up to twice a claim ahead.
+    ahead: String,
 }
 
 async fn claim_statements(pool: &sqlx::PgPool) -> ClaimStatements {
@@ -430,11 +442,15 @@ async fn claim_statements(pool: &sqlx::PgPool) -> ClaimStatements {
         statement("SELECT 1 FROM tasks t", "OFFSET low_water LIMIT 1")
     )
     .replace("t.tenant_id = tenant", "t.tenant_id = 0");
+    let ahead = statement("SELECT count(*) INTO seen", ";")
+        .replace(" INTO seen", "")
+        .replace("2 * p_max", "1000");
     ClaimStatements {
         settings,
         claim,
         tenants,
         low,
+        ahead,
     }
 }
 

@@ -93,6 +93,44 @@ pub(crate) async fn claim_sets_running_token_attempt_and_start(db: &Db) {
     assert!(store.claim(w, 10).await.expect("claim").is_empty());
 }
 
+/// A claim ahead of the free slots takes the free slots' tasks, then at
+/// most half of what is queued beyond them (rounded up); a claim without
+/// tasks ahead takes all it asks for. With staged jobs still to write out
+/// (PostgreSQL), there is more behind, and a claim takes its whole ask.
+pub(crate) async fn claims_ahead_take_at_most_half_of_the_rest(db: &Db) {
+    let store = db.default_store().await;
+    submit(&store, batch(12)).await;
+    let (w, w2) = (worker(&store).await, worker(&store).await);
+    let ahead = |w: Uuid, max: u32, ahead: u32| {
+        let store = store.clone();
+        async move {
+            let reply = store
+                .complete_and_claim_ahead(w, Vec::new(), max, ahead)
+                .await
+                .expect("claim");
+            reply.claimed.expect("claim").len()
+        }
+    };
+    // A plain claim first: in the staged variant it writes the jobs out.
+    assert_eq!(store.claim(w, 1).await.expect("claim").len(), 1);
+    // 11 queued: 1 for the free slot, then half of the other 10.
+    assert_eq!(ahead(w, 9, 8).await, 1 + 5);
+    // 5 queued: 1, then half of 4.
+    assert_eq!(ahead(w2, 9, 8).await, 1 + 2);
+    // 2 queued: two free slots take both, nothing ahead is left.
+    assert_eq!(ahead(w2, 3, 1).await, 2);
+    submit(&store, batch(3)).await;
+    if matches!(db, Db::PostgresStaged(_)) {
+        // The three are staged: more may be behind, the whole ask is taken.
+        assert_eq!(ahead(w, 4, 4).await, 3);
+    } else {
+        // 3 queued, no slot free: half, rounded up.
+        assert_eq!(ahead(w, 4, 4).await, 2);
+        assert_eq!(store.claim(w, 10).await.expect("claim").len(), 1);
+    }
+    assert!(store.claim(w, 10).await.expect("claim").is_empty());
+}
+
 pub(crate) async fn work_events_wake_on_submit(db: &Db) {
     let store = db.default_store().await;
     let mut events = store.work_events();

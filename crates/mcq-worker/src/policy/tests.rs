@@ -883,6 +883,36 @@ fn the_prefetch_follows_the_task_time_and_the_room_covers_the_slots() {
 }
 
 #[test]
+fn a_claim_is_ahead_by_what_the_free_slots_and_local_queue_do_not_take() {
+    let rules = rules();
+    let now = Instant::now();
+    let idle = State {
+        running: 0,
+        held: 0,
+        ..busy(now)
+    };
+    assert_eq!(rules.ahead(&idle, 22), 20, "two free slots, 20 ahead");
+    assert_eq!(rules.ahead(&idle, 2), 0, "only the free slots");
+    assert_eq!(rules.ahead(&idle, 1), 0);
+    let one_free = State {
+        running: 1,
+        ..idle.clone()
+    };
+    assert_eq!(rules.ahead(&one_free, 21), 20);
+    let filled = State {
+        running: 1,
+        local: 3,
+        ..idle.clone()
+    };
+    assert_eq!(
+        rules.ahead(&filled, 17),
+        17,
+        "the local queue fills the slot"
+    );
+    assert_eq!(rules.ahead(&busy(now), 20), 20, "no slot free");
+}
+
+#[test]
 fn slow_claims_stretch_the_prefetch_window_up_to_twice() {
     // The default window, 400 ms: eight 50 ms tasks for one slot.
     let rules = Rules::of(&crate::WorkerConfig::default(), 1);

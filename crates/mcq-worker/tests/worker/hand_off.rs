@@ -1,8 +1,9 @@
-//! Two workers on one store: the first claims a whole batch ahead of its
-//! single slot; the second, finding the queue empty, announces that it is
-//! idle, and the first hands it half of what it has not started. On the
-//! embedded store, and on PostgreSQL through a transaction-mode pool's
-//! settings (no `LISTEN`: the announcement travels by the workers table).
+//! Two workers on one store: the first claims half of a batch ahead of
+//! its single slot (its long jobs); the second joins late, takes the short
+//! rest, runs out first and announces that it is idle, and the first hands
+//! it half of what it has not started. On the embedded store, and on
+//! PostgreSQL through a transaction-mode pool's settings (no `LISTEN`: the
+//! announcement travels by the workers table).
 
 use mcq_queue::{PoolMode, QueueConfig, Scope, Store};
 use std::sync::atomic::AtomicBool;
@@ -15,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::common;
 
 const JOBS: usize = 24;
-/// Paths per job: one task (at most 64 chunks of 2^16 paths, as
+/// The first jobs of the batch, long; the rest are an eighth as long.
+const LONG: usize = 13;
+/// Paths per long job: one task (at most 64 chunks of 2^16 paths, as
 /// `common::store` configures), tens of milliseconds of kernel time, far longer than a claim.
 const RUNS: u64 = 4_000_000;
 
@@ -62,42 +65,51 @@ async fn without_notifications_the_heartbeat_tells_of_an_idle_peer() {
     hand_off(&store, Duration::from_millis(100)).await;
 }
 
-/// The first worker hoards the batch; the second joins late; the first
-/// must hand it half of what it has not started, every result exact.
+/// The first worker claims the long half of the batch ahead; the second
+/// joins late and runs out first; the first must hand it half of what it
+/// has not started, every result exact.
 async fn hand_off(store: &Store, heartbeat: Duration) {
     // The batch lasts long enough for the second worker to join.
-    let specs = common::specs(RUNS, 0..JOBS as u64);
+    let mut specs = common::specs(RUNS, 0..LONG as u64);
+    specs.extend(common::specs(RUNS / 8, LONG as u64..JOBS as u64));
     let batch = common::submit_batch(store, specs.clone()).await;
 
     // The first worker claims as much as a minute of work ahead: after its
-    // first task it holds the rest of the batch.
+    // first task it takes half of the rest (claims ahead of the free slots
+    // take at most half of what is queued), which is the long jobs.
     let shutdown = CancellationToken::new();
     let hoarder = tokio::spawn(
         Worker::new(store.clone(), config(Duration::from_secs(60), heartbeat))
             .run(shutdown.clone()),
     );
-    // Re-read whenever a job finishes: the claim of the rest follows the
-    // first task's report.
+    // Re-read whenever a job finishes: the claim ahead follows the first
+    // task's report.
     let mut finished = store.finished_events();
-    let claimed_all = tokio::time::timeout(Duration::from_secs(60), async {
+    let claimed_long = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let view = store
                 .batch(batch, Scope::All)
                 .await
                 .expect("read")
                 .expect("batch");
-            if view.counts.queued == 0 {
+            if view.counts.queued <= (JOBS - LONG) as u64 {
                 return view;
             }
             finished.wait_for(batch, 1, Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("the first worker claims the whole batch");
+    .expect("the first worker claims the long jobs");
+    assert_eq!(
+        claimed_long.counts.queued,
+        (JOBS - LONG) as u64,
+        "the first worker took half of what was left after its first task, no more: {:?}",
+        claimed_long.counts
+    );
     assert!(
-        claimed_all.counts.succeeded < JOBS as u64 / 2,
-        "the first worker was done with half the batch before the second started: {:?}",
-        claimed_all.counts
+        claimed_long.counts.succeeded < LONG as u64 / 2,
+        "the first worker was done with half its jobs before the second started: {:?}",
+        claimed_long.counts
     );
 
     let late = tokio::spawn(

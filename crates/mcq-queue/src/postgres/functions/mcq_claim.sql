@@ -42,6 +42,18 @@
 -- only names the tenant, and the caller writes them out after the commit
 -- that makes the results visible.
 --
+-- A claim ahead of the worker's free slots (a prefetch; the caller says
+-- how many of `p_max` are ahead through `mcq_claim_ahead`, which sets
+-- `mcq.claim_ahead` for this call) takes at most half of the due queued
+-- tasks beyond those slots, when no tenant has staged jobs still to
+-- write out. A worker that finishes its first task of a small batch
+-- otherwise took all the rest ahead, and the other workers waited for
+-- hand-offs: claims halve what is left, so the batch spreads over the
+-- workers that ask, each finding more when it runs short. The count
+-- walks `tasks_queued` from its end, as the low-water probe does, and stops
+-- at `2 * p_max` tasks; below that (a queue nearly drained) it also steps
+-- over the entries of tasks claimed since the oldest open snapshot.
+--
 -- A function so that its plan cannot depend on statistics, which are stale
 -- exactly when it matters (right after a large submit): sequential scans,
 -- bitmap scans and sorts are off for its statements, so the ordered walk of
@@ -84,6 +96,8 @@ DECLARE
     staged_rows bigint;
     spread bigint := CASE WHEN p_max < 256 THEN 256 ELSE 0 END;
     low_water bigint := 64;
+    ahead bigint := coalesce(nullif(current_setting('mcq.claim_ahead', true), ''), '0')::bigint;
+    seen bigint;
 BEGIN
 -- Until the end of the calling transaction (a claim is its own).
 PERFORM set_config('synchronous_commit', 'off', true);
@@ -106,8 +120,23 @@ INTO waiting, staged_for
 FROM (SELECT q.tenant_id, false AS staged FROM q UNION ALL SELECT r.tenant_id, true FROM r) w
 WHERE w.tenant_id IS NOT NULL;
 n := coalesce(cardinality(waiting), 0);
+IF ahead <> 0 THEN
+    -- Read once: a later claim in the same transaction says its own.
+    PERFORM set_config('mcq.claim_ahead', '', true);
+END IF;
 IF n = 0 THEN
     RETURN;
+END IF;
+ahead := least(greatest(ahead, 0), p_max);
+IF ahead > 0 AND coalesce(cardinality(staged_for), 0) = 0 THEN
+    SELECT count(*) INTO seen FROM (
+        SELECT t.id FROM tasks t
+        WHERE t.state = 'queued' AND t.run_at <= now()
+        ORDER BY t.tenant_id DESC, t.priority, t.run_at DESC, t.id DESC
+        LIMIT 2 * p_max
+    ) s;
+    -- The free slots' tasks, then at most half of the rest (rounded up).
+    left_over := (p_max - ahead) + least(ahead, (greatest(seen - (p_max - ahead), 0) + 1) / 2);
 END IF;
 turn := CASE WHEN n > 1 THEN nextval('mcq_claim_turn') ELSE 0 END;
 FOR pass IN 1 .. 2 LOOP
