@@ -304,6 +304,7 @@ impl Driver {
         }
         let now = SystemTime::now();
         for task in tasks {
+            self.pace.claimed(&task);
             let submitted = submitted_at(task.job_id);
             if task.attempt > 1 {
                 add(&self.counters.retried, 1);
@@ -378,7 +379,7 @@ impl Driver {
     /// forgets the pace, since the next work may be of another size.
     async fn announce_idle(&mut self) {
         self.announced_idle = true;
-        self.pace.reset();
+        self.pace.rest();
         if let Err(err) = self.store.announce_idle(self.worker).await {
             // A hint: without it the work stays where it is.
             tracing::debug!(error = %err, "could not announce that this worker is idle");

@@ -26,10 +26,11 @@ async fn the_loop_waits_while_its_slot_is_busy() {
     };
     let worker = tokio::spawn(Worker::new(store.clone(), config).run(shutdown.clone()));
 
-    // Two batches, one after the other: each starts with nothing known of
-    // its task times (the worker forgets them when it runs out of work).
+    // Two batches, one after the other, of different sizes: each starts
+    // with nothing known of its task times (the worker forgets them when it
+    // runs out of work, unless the new tasks have the old ones' shape).
     for round in 0..2 {
-        let specs = common::specs(RUNS, round * JOBS..(round + 1) * JOBS);
+        let specs = common::specs(RUNS >> round, round * JOBS..(round + 1) * JOBS);
         let batch = common::submit_batch(&store, specs).await;
         let view = common::wait_done(&store, batch, Duration::from_secs(120)).await;
         assert_eq!(view.counts.succeeded, JOBS, "{:?}", view.counts);

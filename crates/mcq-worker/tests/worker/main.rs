@@ -6,4 +6,5 @@ mod common;
 mod fleet;
 mod hand_off;
 mod loop_turns;
+mod pace;
 mod recording;
