@@ -83,7 +83,7 @@ pub(crate) async fn claim(
 ) -> Claimed {
     let started = Instant::now();
     let max = u32::try_from(n).unwrap_or(u32::MAX);
-    let ahead = u32::try_from(ahead).unwrap_or(u32::MAX).min(max);
+    let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
     let sent: Vec<TaskDone> = done.iter().map(|(d, _)| d.clone()).collect();
     let reply = store
         .complete_and_claim_ahead(worker, sent, max, ahead)

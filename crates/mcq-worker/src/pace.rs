@@ -91,12 +91,11 @@ impl Pace {
     /// on the strength of short ones. It keeps it for new work whose first
     /// task has the shape of every task behind the average.
     pub(crate) fn rest(&mut self) {
-        if let (Some(ms), Shapes::One(shape)) = (self.average_ms, std::mem::take(&mut self.shapes))
+        if let (Some(ms), Shapes::One(shape)) =
+            (self.average_ms.take(), std::mem::take(&mut self.shapes))
         {
             self.kept = Some((shape, ms));
         }
-        self.shapes = Shapes::None;
-        self.average_ms = None;
     }
 
     /// The average in milliseconds, if a task finished since the last

@@ -11,10 +11,11 @@
 //!
 //! - **Claim** the free slots plus a prefetch window of work judged by the
 //!   recent task time (a longer window while claims are slow to answer),
-//!   once the local queue is down to half of that window; not while the queue was just seen short and tasks still wait
-//!   here, nor after a claim found nothing (either until work is announced
-//!   or the poll interval passes, or, when the claim passed over work
-//!   other claims held, a short delay the loop chose), while tasks handed
+//!   once the local queue is down to half of that window; not while the
+//!   queue was just seen short and tasks still wait here, nor after a
+//!   claim found nothing (either until work is announced or the poll
+//!   interval passes, or, when the claim passed over work other claims
+//!   held, a short delay the loop chose), while tasks handed
 //!   to an idle worker still wait here, or while the held leases fill the
 //!   room.
 //! - **Hand off** the later half of the local queue when another worker

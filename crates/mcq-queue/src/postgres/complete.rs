@@ -90,7 +90,8 @@ impl PgQueue {
     }
 
     /// Records `done` as [`PgQueue::complete`] does, then claims up to
-    /// `max` tasks, `ahead` of them beyond the worker's free slots: the results go with the claim in one call
+    /// `max` tasks, `ahead` of them beyond the worker's free slots: the
+    /// results go with the claim in one call
     /// (`mcq_record_and_claim`, or `mcq_complete_and_claim` past
     /// [`RECORD_MAX`] of them); partials are recorded first by a call of
     /// their own, and the results of the split jobs they finish go with

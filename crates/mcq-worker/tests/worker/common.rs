@@ -8,6 +8,7 @@ use std::time::Duration;
 use mcq_api_types::BatchView;
 use mcq_kernel::Spec;
 use mcq_queue::{QueueConfig, Store, Submission};
+use mcq_worker::WorkerConfig;
 use uuid::Uuid;
 
 /// A migrated SQLite store in a new temporary directory (removed by
@@ -36,6 +37,15 @@ pub(crate) fn specs(runs: u64, seeds: impl IntoIterator<Item = u64>) -> Vec<Spec
             ..Spec::default()
         })
         .collect()
+}
+
+/// A worker of one slot on one thread, otherwise as configured by default.
+pub(crate) fn one_slot() -> WorkerConfig {
+    WorkerConfig {
+        concurrency: 1,
+        threads: 1,
+        ..WorkerConfig::default()
+    }
 }
 
 /// Submits `jobs` as one batch; returns its id.

@@ -39,12 +39,10 @@ async fn every_worker_of_a_fleet_takes_work_from_a_staged_batch_without_the_poll
             .await
             .expect("connect");
         let config = WorkerConfig {
-            concurrency: 1,
-            threads: 1,
             poll_interval: Duration::from_secs(3600),
             prune_interval: None,
             hold: Some(Hold::new(Duration::from_millis(10))),
-            ..WorkerConfig::default()
+            ..common::one_slot()
         };
         fleet.spawn(Worker::new(store, config).run(shutdown.clone()));
     }

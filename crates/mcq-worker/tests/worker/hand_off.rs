@@ -24,11 +24,9 @@ const RUNS: u64 = 4_000_000;
 
 fn config(prefetch_window: Duration, heartbeat_interval: Duration) -> WorkerConfig {
     WorkerConfig {
-        concurrency: 1,
-        threads: 1,
         prefetch_window,
         heartbeat_interval,
-        ..WorkerConfig::default()
+        ..common::one_slot()
     }
 }
 

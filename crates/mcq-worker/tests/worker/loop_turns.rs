@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mcq_worker::{Worker, WorkerConfig};
+use mcq_worker::Worker;
 use tokio_util::sync::CancellationToken;
 
 use crate::common;
@@ -19,12 +19,7 @@ const RUNS: u64 = 4_000_000;
 async fn the_loop_waits_while_its_slot_is_busy() {
     let (store, dir) = common::store("turns").await;
     let shutdown = CancellationToken::new();
-    let config = WorkerConfig {
-        concurrency: 1,
-        threads: 1,
-        ..WorkerConfig::default()
-    };
-    let worker = tokio::spawn(Worker::new(store.clone(), config).run(shutdown.clone()));
+    let worker = tokio::spawn(Worker::new(store.clone(), common::one_slot()).run(shutdown.clone()));
 
     // Two batches, one after the other, of different sizes: each starts
     // with nothing known of its task times (the worker forgets them when it

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use mcq_queue::Scope;
-use mcq_worker::{Worker, WorkerConfig};
+use mcq_worker::Worker;
 use tokio_util::sync::CancellationToken;
 
 use crate::common;
@@ -21,12 +21,7 @@ const RUNS: u64 = 4_000_000;
 async fn work_of_the_last_shape_is_claimed_ahead_while_its_first_task_runs() {
     let (store, dir) = common::store("pace").await;
     let shutdown = CancellationToken::new();
-    let config = WorkerConfig {
-        concurrency: 1,
-        threads: 1,
-        ..WorkerConfig::default()
-    };
-    let worker = tokio::spawn(Worker::new(store.clone(), config).run(shutdown.clone()));
+    let worker = tokio::spawn(Worker::new(store.clone(), common::one_slot()).run(shutdown.clone()));
 
     // When the worker claimed each batch's second job, against when its
     // first job's kernel ended.
