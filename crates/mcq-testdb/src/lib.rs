@@ -41,6 +41,21 @@ pub async fn postgres() -> Option<TestDatabase> {
     }
 }
 
+/// Starts a private cluster ([`PgCluster::private`]) for a test that changes
+/// the server's settings or stops it.
+///
+/// Returns `None` (after printing why) when none can be started and `CI`
+/// is not `true`; panics when none can be started under CI.
+pub fn private() -> Option<PgCluster> {
+    match PgCluster::private() {
+        Ok(cluster) => Some(cluster),
+        Err(err) => {
+            skip_or_fail(&err);
+            None
+        }
+    }
+}
+
 /// A path for a fresh SQLite database file inside `dir`, as an `sqlite:` URL.
 pub fn sqlite_url(dir: &Path) -> String {
     let file: PathBuf = dir.join(format!("mcq-test-{}.sqlite", uuid::Uuid::new_v4().simple()));

@@ -8,8 +8,8 @@
 //! gets the job's partials back with one of its tasks still held; the
 //! kernel's merge runs here, and a second call completes that task with
 //! the job's result. The jobs a call finishes are announced after it
-//! commits (`herald.rs`): by the store's herald when they rode a claim, at
-//! once when they were sent on their own.
+//! commits (`herald.rs`): by the store's herald, on the call's connection,
+//! when they rode a claim, at once when they were sent on their own.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -20,6 +20,7 @@ use sqlx::query::Query;
 use uuid::Uuid;
 
 use super::PgQueue;
+use super::checkout::Conn;
 use super::tally::Counts;
 use super::tasks::{claimed_tasks, contended, refills};
 use crate::plan;
@@ -72,19 +73,28 @@ impl PgQueue {
         let ids: Vec<i64> = done.iter().map(|d| d.task_id).collect();
         let mut accepted = HashSet::with_capacity(ids.len());
         let mut finished = BTreeMap::new();
+        let mut conn = self.conn().await?;
         let finishing = self
-            .record(worker, &done, &mut accepted, &mut finished)
+            .record(&mut conn, worker, &done, &mut accepted, &mut finished)
             .await?;
         let recorded = if finishing.is_empty() {
             Ok(())
         } else {
-            self.record(worker, &finishing, &mut accepted, &mut finished)
+            self.record(&mut conn, worker, &finishing, &mut accepted, &mut finished)
                 .await
                 .map(|no_more| debug_assert!(no_more.is_empty(), "results finish no split job"))
         };
         // What the first call committed is announced even if the second
-        // failed; at once, before the caller's next call takes the connection.
-        self.announce_now(finished).await;
+        // failed (then on another connection); at once, on the calls'
+        // connection, before the caller's next call.
+        let conn = match recorded {
+            Ok(()) => Ok(conn),
+            Err(_) => {
+                drop(conn);
+                self.conn().await
+            }
+        };
+        self.announce_now(finished, conn).await;
         recorded?;
         Ok(refused(ids, &accepted))
     }
@@ -109,10 +119,11 @@ impl PgQueue {
         let (partials, mut results): (Vec<TaskDone>, Vec<TaskDone>) = done
             .into_iter()
             .partition(|d| matches!(d.output, TaskOutput::Partial(_)));
+        let mut conn = self.conn().await?;
         if !partials.is_empty() {
             // Partials finish no job here: their results go with the claim.
             results.extend(
-                self.record(worker, &partials, &mut accepted, &mut finished)
+                self.record(&mut conn, worker, &partials, &mut accepted, &mut finished)
                     .await?,
             );
         }
@@ -137,7 +148,7 @@ impl PgQueue {
             .bind(i64::from(max))
             .bind(self.lease_secs())
             .bind(i64::from(ahead))
-            .fetch_all(&mut *self.conn().await?)
+            .fetch_all(&mut *conn)
             .await?;
         let mut counts = Counts::default();
         let mut claim_rows = Vec::with_capacity(rows.len());
@@ -150,7 +161,7 @@ impl PgQueue {
             self.tally.add(worker, counts);
         }
         let refills = refills(claim_rows.iter().copied())?;
-        self.announce_finished(finished);
+        self.announce_finished_on(finished, conn);
         self.refill_later(worker, refills);
         Ok(CompletedAndClaimed {
             refused: refused(ids, &accepted),
@@ -166,6 +177,7 @@ impl PgQueue {
     /// result, to be recorded by another call.
     async fn record(
         &self,
+        conn: &mut Conn,
         worker: Uuid,
         done: &[TaskDone],
         accepted: &mut HashSet<i64>,
@@ -175,7 +187,7 @@ impl PgQueue {
         if input.partials.is_none() && input.ids.len() <= RECORD_MAX {
             let rows = input
                 .bind(sqlx::query(RECORD), worker)
-                .fetch_all(&mut *self.conn().await?)
+                .fetch_all(&mut **conn)
                 .await?;
             let mut counts = Counts::default();
             for row in &rows {
@@ -189,7 +201,7 @@ impl PgQueue {
             .bind(&input.partials)
             // No channel: the finished jobs are announced after the commit.
             .bind(None::<&str>)
-            .fetch_all(&mut *self.conn().await?)
+            .fetch_all(&mut **conn)
             .await?;
         let mut finishing = Vec::new();
         // `mcq_complete` counts on the worker's row itself.

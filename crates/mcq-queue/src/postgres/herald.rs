@@ -1,26 +1,32 @@
-//! Finished-work announcements sent after a completion has committed.
+//! Announcements sent after the commit that made them true.
 //!
 //! A `NOTIFY` takes one lock for the whole database when its transaction
-//! commits and keeps it until the commit is on disk. A completion that
-//! notified in its own transaction therefore committed only after every
-//! notifying commit before it had reached the disk, one flush each: the
-//! fleet's completions queued on that lock, with the rows they had written
-//! still locked. So a completion only returns the announcement key of each
-//! job it finished (`mcq_complete`), and the store hands the keys to its
-//! herald, which notifies in a transaction of its own that does not wait for
-//! the disk. Jobs that end otherwise (a last failed attempt, one the
-//! reaper fails, a cancellation) are announced the same way, after the
-//! commit that ended them. An announcement is a hint (`crate::finished`): one lost in a
-//! crash costs a waiter a re-read on its own schedule, never a result.
+//! commits and keeps it until the commit is on disk. A transaction that
+//! both wrote durable rows and notified therefore held that lock through
+//! its own flush, and every other notifying commit queued behind it: the
+//! fleet's completions once did, and so did submissions, hand-backs and
+//! idle marks, each holding the lock for a flush of the write-ahead log
+//! (at 64 workers, announcements waited up to 100 ms behind a submission's
+//! flush; docs/results.md). So no transaction that writes durable rows
+//! notifies. A completion only returns the announcement key of each job
+//! it finished (`mcq_complete`); a submission, a retry, a hand-back or a
+//! reaped lease only counts the tasks it queued. The store hands either to
+//! its herald, which notifies in a transaction of its own that does not
+//! wait for the disk. Jobs that end otherwise (a last failed attempt, one
+//! the reaper fails, a cancellation) are announced the same way. An
+//! announcement is a hint (`crate::finished`, `crate::work`): one lost in a
+//! crash costs a waiter a re-read, or a worker a poll, on its own schedule,
+//! never a result or a job.
 //!
 //! The herald is one task per store. While one notification is in flight,
-//! the keys of later completions gather and go out together, so a busy
-//! store sends at most one notifying transaction per round trip. A
-//! completion sent on its own (`complete`: a job's result recorded as soon
-//! as it is computed, or results that waited their longest) does not go
-//! through the herald: it notifies in the same way right after its answer,
-//! on the connection it just gave back, before its caller learns that its
-//! results are recorded.
+//! later announcements gather and go out together, so a busy store sends
+//! at most one notifying transaction per round trip, and the work queued
+//! by several submissions wakes workers for their sum. A completion sent
+//! on its own (`complete`: a job's result recorded as soon as it is
+//! computed, or results that waited their longest) does not go through the
+//! herald: it notifies in the same way right after its answer, on the
+//! connection it just gave back, before its caller learns that its results
+//! are recorded.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -28,15 +34,18 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::checkout::Connections;
-use super::{FINISHED_CHANNEL, PgQueue};
+use super::checkout::{Conn, Connections};
+use super::{CHANNEL, FINISHED_CHANNEL, PgQueue};
 
-/// Notifies per key how many of its jobs finished, in a transaction that
-/// commits without waiting for the disk (`set_config(…, true)` lasts to its
-/// commit).
+/// Notifies per key how many of its jobs finished, and announces `$5`
+/// queued tasks on the work channel (`mcq_wake` names the idle workers
+/// they need), in a transaction that commits without waiting for the disk
+/// (`set_config(…, true)` lasts to its commit).
 const NOTIFY: &str = "
-SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, t.k::text || ':' || t.n)
-FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)";
+SELECT set_config('synchronous_commit', 'off', true),
+       (SELECT count(pg_notify($1, t.k::text || ':' || t.n))
+        FROM unnest($2::uuid[], $3::int8[]) AS t(k, n)),
+       CASE WHEN $5 > 0 THEN pg_notify($4, mcq_wake($5)) END";
 
 /// Where a store's completions leave the keys of the jobs they finished.
 #[derive(Debug, Clone, Default)]
@@ -47,8 +56,11 @@ pub(super) struct Herald {
 /// What the herald is handed.
 #[derive(Debug)]
 enum Notice {
-    /// How many jobs finished under each key.
-    Finished(BTreeMap<Uuid, i64>),
+    /// How many jobs finished under each key, and the connection of the
+    /// call that finished them, if it gave it to the announcement.
+    Finished(BTreeMap<Uuid, i64>, Option<Conn>),
+    /// How many tasks were queued.
+    Work(i64),
     /// Answered once everything handed before it has been sent.
     Flush(oneshot::Sender<()>),
 }
@@ -58,21 +70,49 @@ impl PgQueue {
     /// finished under each key. Returns at once; the notification follows.
     pub(super) fn announce_finished(&self, finished: BTreeMap<Uuid, i64>) {
         if !finished.is_empty() {
-            self.tell_herald(Notice::Finished(finished));
+            self.tell_herald(Notice::Finished(finished, None));
         }
     }
 
-    /// Announces now, on a connection of the caller's: for a completion
-    /// sent on its own (`complete`), whose caller waits for its answer
-    /// anyway. A busy worker's other call, often a claim, would otherwise
-    /// hold the store's connections while the herald waited for one, with
-    /// the announcement behind it (up to 75 ms at 64 workers on vm-h).
-    pub(super) async fn announce_now(&self, finished: BTreeMap<Uuid, i64>) {
+    /// Announces as [`PgQueue::announce_finished`] does, on `conn`, the
+    /// connection of the call that finished the jobs, which the
+    /// announcement gives back once it is sent. Taken from the store's
+    /// connections, it went to whichever call asked first: after a busy
+    /// worker's recording call, often a write-out of staged jobs or a
+    /// heartbeat, which kept the announcement waiting for a connection
+    /// (up to 130 ms at 64 workers on vm-i; docs/results.md).
+    pub(super) fn announce_finished_on(&self, finished: BTreeMap<Uuid, i64>, conn: Conn) {
+        if !finished.is_empty() {
+            self.tell_herald(Notice::Finished(finished, Some(conn)));
+        }
+    }
+
+    /// Announces on the work channel, after the commit that queued them,
+    /// that `tasks` tasks wait. Returns at once; the notification follows.
+    pub(super) fn announce_work(&self, tasks: usize) {
+        if tasks > 0 {
+            self.tell_herald(Notice::Work(i64::try_from(tasks).unwrap_or(i64::MAX)));
+        }
+    }
+
+    /// Announces now, on `conn`, the connection of the call that finished
+    /// the jobs: for a completion sent on its own (`complete`), whose
+    /// caller waits for its answer anyway. A connection taken from the
+    /// store's went to whichever call asked first, and a busy worker's
+    /// other call (a heartbeat, a write-out of staged jobs, a claim) held
+    /// the announcement back (up to 130 ms at 64 workers on vm-i).
+    pub(super) async fn announce_now(
+        &self,
+        finished: BTreeMap<Uuid, i64>,
+        conn: Result<Conn, sqlx::Error>,
+    ) {
         if finished.is_empty() {
             return;
         }
         let (keys, counts): (Vec<Uuid>, Vec<i64>) = finished.into_iter().unzip();
-        notify(&self.connections(), &keys, &counts).await;
+        if let Err(err) = notify(conn, &keys, &counts, 0).await {
+            tracing::debug!(error = %err, keys = keys.len(), "could not announce");
+        }
     }
 
     /// Waits until every announcement handed to the herald so far has
@@ -103,46 +143,107 @@ impl PgQueue {
 /// since the last. Ends when the store is dropped.
 async fn proclaim(connections: Connections, mut rx: mpsc::UnboundedReceiver<Notice>) {
     while let Some(first) = rx.recv().await {
-        let mut pending = BTreeMap::new();
-        let mut flushes = Vec::new();
+        let mut gathered = Gathered::default();
         let mut next = Some(first);
         while let Some(notice) = next {
-            match notice {
-                Notice::Finished(more) => {
-                    for (key, n) in more {
-                        *pending.entry(key).or_insert(0) += n;
-                    }
-                }
-                Notice::Flush(done) => flushes.push(done),
-            }
+            gathered.add(notice);
             next = rx.try_recv().ok();
         }
-        if !pending.is_empty() {
-            let (keys, counts): (Vec<Uuid>, Vec<i64>) = pending.into_iter().unzip();
-            notify(&connections, &keys, &counts).await;
+        if !gathered.pending.is_empty() || gathered.work > 0 {
+            let conn = match gathered.given.take() {
+                Some(conn) => Ok(conn),
+                None => connection(&connections, &mut rx, &mut gathered).await,
+            };
+            gathered.send(conn).await;
         }
-        for done in flushes {
+        for done in gathered.flushes {
             let _ = done.send(());
         }
     }
 }
 
-/// One notifying transaction: `counts[i]` jobs finished under `keys[i]`.
-/// A failure is only logged: waiters re-read on their own schedule, and
-/// nothing is lost.
-async fn notify(connections: &Connections, keys: &[Uuid], counts: &[i64]) {
-    let sent = async {
-        sqlx::query(NOTIFY)
-            .bind(FINISHED_CHANNEL)
-            .bind(keys)
-            .bind(counts)
-            .execute(&mut *connections.get().await?)
-            .await
+/// What the herald gathered for one notifying transaction.
+#[derive(Default)]
+struct Gathered {
+    /// How many jobs finished under each key.
+    pending: BTreeMap<Uuid, i64>,
+    /// How many tasks were queued.
+    work: i64,
+    /// A connection given with the finished jobs.
+    given: Option<Conn>,
+    /// Answered once the transaction is sent.
+    flushes: Vec<oneshot::Sender<()>>,
+}
+
+impl Gathered {
+    fn add(&mut self, notice: Notice) {
+        match notice {
+            Notice::Finished(more, conn) => {
+                for (key, n) in more {
+                    *self.pending.entry(key).or_insert(0) += n;
+                }
+                // One is enough; the others go back at once.
+                if self.given.is_none() {
+                    self.given = conn;
+                }
+            }
+            Notice::Work(tasks) => self.work = self.work.saturating_add(tasks),
+            Notice::Flush(done) => self.flushes.push(done),
+        }
     }
-    .await;
-    if let Err(err) = sent {
-        tracing::debug!(error = %err, keys = keys.len(), "could not announce finished jobs");
+
+    /// One notifying transaction on `conn`: the finished jobs per key, and
+    /// the queued tasks. A failure is only logged: waiters re-read and
+    /// idle workers poll on their own schedule, and nothing is lost.
+    async fn send(&mut self, conn: Result<Conn, sqlx::Error>) {
+        let (keys, counts): (Vec<Uuid>, Vec<i64>) =
+            std::mem::take(&mut self.pending).into_iter().unzip();
+        if let Err(err) = notify(conn, &keys, &counts, self.work).await {
+            tracing::debug!(error = %err, keys = keys.len(), work = self.work, "could not announce");
+        }
     }
+}
+
+/// A connection of the store's for the herald, or the one a notice brings
+/// meanwhile: waiting for the pool while a call's connection sat in the
+/// channel would keep that call's store short of it (a store of one
+/// connection until the pool's timeout). The wait given up is safe
+/// (`checkout.rs`): the pool's acquire finishes on its own.
+async fn connection(
+    connections: &Connections,
+    rx: &mut mpsc::UnboundedReceiver<Notice>,
+    gathered: &mut Gathered,
+) -> Result<Conn, sqlx::Error> {
+    loop {
+        tokio::select! {
+            conn = connections.get() => return conn,
+            Some(notice) = rx.recv() => {
+                gathered.add(notice);
+                if let Some(conn) = gathered.given.take() {
+                    return Ok(conn);
+                }
+            }
+        }
+    }
+}
+
+/// Notifies on `conn` how many jobs finished under each key (`counts[i]`
+/// under `keys[i]`) and announces `work` queued tasks.
+async fn notify(
+    conn: Result<Conn, sqlx::Error>,
+    keys: &[Uuid],
+    counts: &[i64],
+    work: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(NOTIFY)
+        .bind(FINISHED_CHANNEL)
+        .bind(keys)
+        .bind(counts)
+        .bind(CHANNEL)
+        .bind(work)
+        .execute(&mut *conn?)
+        .await?;
+    Ok(())
 }
 
 /// PostgreSQL only: the completion's own transaction notifies nobody, and
@@ -159,7 +260,7 @@ mod on_postgres {
     use sqlx::postgres::PgListener;
     use uuid::Uuid;
 
-    use super::FINISHED_CHANNEL;
+    use super::{CHANNEL, FINISHED_CHANNEL};
     use crate::postgres::{PgQueue, migrated, registered_worker};
     use crate::store::QueueConfig;
     use crate::types::{ClaimedTask, Submission, TaskDone, TaskOutput};
@@ -235,7 +336,11 @@ mod on_postgres {
         };
         let q = migrated(&db.url, config).await;
         let mut listener = finished_listener(&db.url).await;
-        let batch = submit_batch(&q, 3).await;
+        // Submitted by another store, whose herald announces the work.
+        let other = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        let batch = submit_batch(&other, 3).await;
         let w = registered_worker(&q).await;
         let claimed = q.claim(w, 1, 0).await.expect("claim").tasks;
         assert_eq!(claimed.len(), 1);
@@ -256,9 +361,6 @@ mod on_postgres {
         );
         assert_eq!(next(&mut listener).await, format!("{batch}:1"));
 
-        let other = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
-            .await
-            .expect("connect");
         let cancelled = other
             .cancel_batch(batch, crate::Scope::All)
             .await
@@ -266,7 +368,7 @@ mod on_postgres {
         assert_eq!(cancelled, Some(2));
         assert!(
             other.herald.tx.get().is_some(),
-            "the cancellation went to the herald"
+            "the submission and the cancellation went to the herald"
         );
         assert_eq!(next(&mut listener).await, format!("{batch}:2"));
         other.close().await;
@@ -283,7 +385,11 @@ mod on_postgres {
         };
         let q = migrated(&db.url, QueueConfig::default()).await;
         let mut listener = finished_listener(&db.url).await;
-        let batch = submit_batch(&q, 2).await;
+        // Submitted by another store, whose herald announces the work.
+        let submitter = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        let batch = submit_batch(&submitter, 2).await;
         let w = registered_worker(&q).await;
         let claimed = q.claim(w, 2, 0).await.expect("claim").tasks;
         assert_eq!(claimed.len(), 2);
@@ -304,6 +410,7 @@ mod on_postgres {
             .expect("marker");
         assert_eq!(next(&mut listener).await, format!("{batch}:2"));
         assert_eq!(next(&mut listener).await, "marker");
+        submitter.close().await;
         q.close().await;
     }
 
@@ -414,6 +521,155 @@ mod on_postgres {
             "the announcement was heard only once the idle mark had ended ({done:?})"
         );
         done.expect("the idle mark");
+        q.close().await;
+    }
+
+    /// No call that writes rows notifies in its own transaction, whose
+    /// commit would take the database's notification lock and hold it
+    /// through the flush. Here another transaction holds that lock: it
+    /// notified and waits at its commit for a synchronous standby that
+    /// never answers (`synchronous_standby_names` of a private cluster).
+    /// A submission, a hand-back, a failure with attempts left and an
+    /// idle mark each still commit and answer; their announcements, sent
+    /// apart, are heard once the holder lets the lock go.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_commit_while_another_transaction_holds_the_notification_lock() {
+        let Some(cluster) = mcq_testdb::private() else {
+            return;
+        };
+        let url = cluster.create_database("notify_lock").expect("a database");
+        for sql in [
+            "ALTER SYSTEM SET synchronous_standby_names = 'nobody'",
+            "SELECT pg_reload_conf()",
+        ] {
+            mcq_testdb::execute(&url, sql).await.expect(sql);
+        }
+        // A lease long enough that the announcements wait for the lock
+        // (a quarter of it) instead of giving up.
+        let config = QueueConfig {
+            lease: Duration::from_secs(240),
+            ..QueueConfig::default()
+        };
+        let q = migrated(&url, config).await;
+        let mut work = PgListener::connect(&url).await.expect("listener");
+        work.listen(CHANNEL).await.expect("LISTEN");
+
+        mcq_testdb::execute(&url, "CREATE TABLE held (x int)")
+            .await
+            .expect("a table");
+        let mut holder = sqlx::PgConnection::connect(&url).await.expect("connect");
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut holder)
+            .await
+            .expect("pid");
+        let held = tokio::spawn(async move {
+            sqlx::query("SET synchronous_commit = on")
+                .execute(&mut holder)
+                .await
+                .expect("synchronous commit");
+            // A commit that wrote a row waits for the standby, holding
+            // the lock.
+            sqlx::query(
+                "WITH w AS (INSERT INTO held VALUES (1)) SELECT pg_notify('elsewhere', 'held')",
+            )
+            .execute(&mut holder)
+            .await
+        });
+        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'";
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while mcq_testdb::query_i64(&url, waiting)
+            .await
+            .expect("activity")
+            == 0
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the holder never waited"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        let calls = async {
+            let batch = submit_batch(&q, 6).await;
+            let w = registered_worker(&q).await;
+            let peer = registered_worker(&q).await;
+            let mut claimed = q.claim(w, 2, 0).await.expect("claim").tasks;
+            let handed_back = claimed.pop().expect("a task");
+            let released = q
+                .release(w, &[(handed_back.task_id, handed_back.lease_token)])
+                .await
+                .expect("release");
+            let failed = claimed.pop().expect("a task");
+            let retried = q
+                .fail(w, failed.task_id, failed.lease_token, "boom")
+                .await
+                .expect("fail");
+            // Two tasks running elsewhere: the idle mark announces itself.
+            assert_eq!(q.claim(peer, 2, 0).await.expect("claim").tasks.len(), 2);
+            (batch, released, retried, w)
+        };
+        let (batch, released, retried, w) = tokio::time::timeout(PATIENCE, calls)
+            .await
+            .expect("the calls waited for the notification lock");
+        assert_eq!((released, retried), (1, true));
+        let queued = mcq_testdb::query_i64(
+            &url,
+            &format!(
+                "SELECT count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id \
+                 WHERE j.batch_id = '{batch}' AND t.state = 'queued'"
+            ),
+        )
+        .await
+        .expect("queued tasks");
+        assert_eq!(
+            queued,
+            6 - 2,
+            "the hand-back and the retry are queued again"
+        );
+
+        // The idle mark first waits for its store's announcements, so it
+        // goes through a store that has none; its announcement then waits
+        // for the lock, but the mark has committed.
+        let other = migrated(&url, QueueConfig::default()).await;
+        let idle = tokio::spawn(async move {
+            let marked = other.announce_idle(w).await;
+            other.close().await;
+            marked
+        });
+        let marked =
+            format!("SELECT count(*) FROM workers WHERE id = '{w}' AND idle_since IS NOT NULL");
+        while mcq_testdb::query_i64(&url, &marked).await.expect("mark") == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the idle mark waited for the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), work.recv())
+                .await
+                .is_err(),
+            "an announcement went out while the lock was held"
+        );
+
+        // Cancelled, the holder's wait ends (its commit stands) and the
+        // lock goes: the announcements follow.
+        mcq_testdb::execute(&url, &format!("SELECT pg_cancel_backend({pid})"))
+            .await
+            .expect("cancel");
+        held.await
+            .expect("the holder")
+            .expect("the holder's commit");
+        idle.await.expect("the idle mark").expect("the idle mark");
+        let idle_note = format!("idle:{w}");
+        let mut heard = Vec::new();
+        while !(heard.contains(&idle_note) && heard.iter().any(|p| p != &idle_note)) {
+            let note = tokio::time::timeout(PATIENCE, work.recv())
+                .await
+                .unwrap_or_else(|_| panic!("the announcements once the lock went; heard {heard:?}"))
+                .expect("the listener's connection");
+            heard.push(note.payload().to_owned());
+        }
         q.close().await;
     }
 

@@ -122,26 +122,39 @@ impl PgQueue {
                 .expect("the named workers")
                 .insert(worker);
         }
-        sqlx::query(
+        let mut conn = self.conn().await?;
+        let announce: bool = sqlx::query_scalar(
             "WITH mark AS (
-                 UPDATE workers SET idle_since = now(), idle_listening = $6,
-                                    tasks_done = tasks_done + $4, jobs_done = jobs_done + $5
-                 WHERE id = $3)
-             SELECT pg_notify($1, $2)
-             WHERE (SELECT count(*) FROM (
-                        SELECT 1 FROM tasks t
-                        WHERE t.state = 'running' AND t.worker_id IS DISTINCT FROM $3
-                        LIMIT 2) r) = 2",
+                 UPDATE workers SET idle_since = now(), idle_listening = $2,
+                                    tasks_done = tasks_done + $3, jobs_done = jobs_done + $4
+                 WHERE id = $1)
+             SELECT count(*) = 2 FROM (
+                 SELECT 1 FROM tasks t
+                 WHERE t.state = 'running' AND t.worker_id IS DISTINCT FROM $1
+                 LIMIT 2) r",
         )
-        .bind(CHANNEL)
-        .bind(format!("{IDLE_PREFIX}{worker}"))
         .bind(worker)
+        .bind(hears)
         .bind(counts.tasks)
         .bind(counts.jobs)
-        .bind(hears)
-        .execute(&mut *self.conn().await?)
+        .fetch_one(&mut *conn)
         .await
         .inspect_err(|_| self.tally.add(worker, counts))?;
+        if announce {
+            // After the mark's commit, in a transaction that does not wait
+            // for the disk (`herald.rs`). A lost announcement costs a peer
+            // a hand-off, never a task: the mark stands.
+            let sent = sqlx::query(
+                "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)",
+            )
+            .bind(CHANNEL)
+            .bind(format!("{IDLE_PREFIX}{worker}"))
+            .execute(&mut *conn)
+            .await;
+            if let Err(err) = sent {
+                tracing::debug!(error = %err, "could not announce an idle worker");
+            }
+        }
         Ok(())
     }
 
@@ -293,21 +306,6 @@ mod payloads {
             assert!(names_ours(hostile, &ours), "{hostile:.20}");
         }
     }
-}
-
-/// Announces `tasks` tasks just queued on the work channel, in `tx`
-/// (delivered at its commit): by name to as many idle workers as they
-/// need, or to every listening worker (`mcq_wake`).
-pub(super) async fn announce_work(
-    tx: &mut sqlx::PgConnection,
-    tasks: usize,
-) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_notify($1, mcq_wake($2))")
-        .bind(CHANNEL)
-        .bind(i64::try_from(tasks).unwrap_or(i64::MAX))
-        .execute(tx)
-        .await?;
-    Ok(())
 }
 
 /// Whom a listener serves: the count of waits in progress, and the flag

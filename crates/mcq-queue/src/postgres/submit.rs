@@ -3,11 +3,15 @@
 //!
 //! A large batch of single-task jobs is written as a few rows of arrays
 //! that claims materialise (`SUBMIT_STAGED`); both
-//! statements share the key, batch and wake-up around the rows they write.
+//! statements share the key and batch around the rows they write.
 //!
 //! One statement is one round trip and an implicit transaction: no BEGIN,
-//! no COMMIT, so a single job is committed (and its workers woken) a few
-//! round trips sooner, which is most of a fresh job's pickup latency.
+//! no COMMIT, so a single job is committed a few round trips sooner, which
+//! is most of a fresh job's pickup latency. The workers are woken after
+//! the commit, by the store's herald (`herald.rs`): a notification sent
+//! inside the statement would hold the database's notification lock
+//! through the submission's flush to disk, and every announcement of the
+//! fleet would wait for it.
 //!
 //! A tenant with a quota of active jobs pays for an exact count instead:
 //! a transaction that takes the tenant's advisory lock ([`QUOTA_LOCK`]),
@@ -19,18 +23,18 @@ use sqlx::Connection as _;
 use sqlx::Row as _;
 use uuid::Uuid;
 
+use super::PgQueue;
 use super::access::count_active;
-use super::{CHANNEL, PgQueue};
 use crate::access::TenantId;
 use crate::plan::{self, Plan};
 use crate::store::StoreError;
 use crate::types::{IdempotencyKey, Submission, Submitted};
 
 /// A submit statement around `$rows`, the CTEs that write the jobs: the
-/// idempotency key (if any), the batch (if any), the rows, and the wake-up
-/// of the workers, all or nothing. With a key that exists already nothing
-/// is written and `ok` is false. Data-modifying CTEs always run to
-/// completion; each of them is gated on `go`.
+/// idempotency key (if any), the batch (if any) and the rows, all or
+/// nothing. With a key that exists already nothing is written and `ok` is
+/// false. Data-modifying CTEs always run to completion; each of them is
+/// gated on `go`.
 ///
 /// A concurrent submit with the same key waits on the key's insert until
 /// the other commits, then sees the conflict and writes nothing.
@@ -39,11 +43,10 @@ use crate::types::{IdempotencyKey, Submission, Submitted};
 /// id, `$4` the job ids kept with the key (unbatched submissions only: a
 /// batch's ids are read back from its jobs), `$5` label, `$6` job count,
 /// `$7` job ids and `$8` specs in submission order, `$9`–`$12` the rows'
-/// own, `$13` the wake-up channel; the tenant, the batch's sweep (as
-/// JSON) and the number of tasks queued are the expressions `$tenant`,
-/// `$sweep` and `$tasks`.
+/// own; the tenant and the batch's sweep (as JSON) are the expressions
+/// `$tenant` and `$sweep`.
 macro_rules! submit_statement {
-    ($tenant:literal, $sweep:literal, $tasks:literal, $rows:literal) => {
+    ($tenant:literal, $sweep:literal, $rows:literal) => {
         concat!(
             "
 WITH key AS (
@@ -64,33 +67,26 @@ WITH key AS (
             " FROM go WHERE go.ok AND $3::uuid IS NOT NULL
 ), ",
             $rows,
-            ", wake AS (
-    -- Delivered at commit, and only if the statement commits; it names
-    -- the idle workers the tasks need (`mcq_wake`).
-    SELECT pg_notify($13, mcq_wake(",
-            $tasks,
-            ")) FROM go WHERE go.ok
-)
-SELECT go.ok, (SELECT count(*) FROM wake) AS woken FROM go"
+            "
+SELECT go.ok FROM go"
         )
     };
 }
 
 /// Every job and task written out: `$9` tasks per job, `$10`–`$12` the
-/// tasks' job ids and chunk ranges, `$14` the tenant, `$15` the priority,
-/// `$16` the sweep.
+/// tasks' job ids and chunk ranges, `$13` the tenant, `$14` the priority,
+/// `$15` the sweep.
 const SUBMIT: &str = submit_statement!(
-    "$14::int",
-    "$16::text",
-    "cardinality($10::uuid[])",
+    "$13::int",
+    "$15::text",
     "job_rows AS (
     INSERT INTO jobs (id, batch_id, position, spec, task_count, tenant_id)
-    SELECT j.id, $3, (j.ord - 1)::int, j.spec::json, j.task_count, $14
+    SELECT j.id, $3, (j.ord - 1)::int, j.spec::json, j.task_count, $13
     FROM unnest($7::uuid[], $8::text[], $9::int[]) WITH ORDINALITY AS j(id, spec, task_count, ord)
     WHERE (SELECT ok FROM go)
 ), task_rows AS (
     INSERT INTO tasks (job_id, chunk_start, chunk_end, tenant_id, priority)
-    SELECT t.*, $14, $15 FROM unnest($10::uuid[], $11::int8[], $12::int8[]) AS t
+    SELECT t.*, $13, $14 FROM unnest($10::uuid[], $11::int8[], $12::int8[]) AS t
     WHERE (SELECT ok FROM go)
 )"
 );
@@ -105,23 +101,22 @@ const QUOTA_LOCK: i32 = 0x6d63_7101;
 /// Jobs per row of `staged`.
 const STAGED_ROW: usize = 5000;
 
-/// A large batch of single-task jobs as rows of `$14` ([`STAGED_ROW`])
+/// A large batch of single-task jobs as rows of `$13` ([`STAGED_ROW`])
 /// jobs, which claims turn into running jobs and tasks:
 /// `$9`, `$10` the jobs' chunk ranges, `$11`, `$12` the least and greatest
-/// id of each staged row, `$15` the tenant, `$16` the priority, `$17` the
+/// id of each staged row, `$14` the tenant, `$15` the priority, `$16` the
 /// sweep.
 const SUBMIT_STAGED: &str = submit_statement!(
-    "$15::int",
-    "$17::text",
-    "$6::int8",
+    "$14::int",
+    "$16::text",
     "staged_rows AS (
     INSERT INTO staged (batch_id, first, ids, specs, chunk_starts, chunk_ends, min_id, max_id,
                         tenant_id, priority)
-    SELECT $3, r.first, r.ids, $8[r.first + 1 : r.first + $14], $9[r.first + 1 : r.first + $14],
-           $10[r.first + 1 : r.first + $14], $11[r.first / $14 + 1], $12[r.first / $14 + 1], $15,
-           $16
-    FROM (SELECT f AS first, $7[f + 1 : f + $14] AS ids
-          FROM generate_series(0, cardinality($7::uuid[]) - 1, $14) AS f) r
+    SELECT $3, r.first, r.ids, $8[r.first + 1 : r.first + $13], $9[r.first + 1 : r.first + $13],
+           $10[r.first + 1 : r.first + $13], $11[r.first / $13 + 1], $12[r.first / $13 + 1], $14,
+           $15
+    FROM (SELECT f AS first, $7[f + 1 : f + $13] AS ids
+          FROM generate_series(0, cardinality($7::uuid[]) - 1, $13) AS f) r
     WHERE (SELECT ok FROM go)
 )"
 );
@@ -145,6 +140,7 @@ impl PgQueue {
         let job_ids = plan.job_ids();
         let grid = plan::grid_json(submission.grid.as_ref())?;
         let tasks = TaskColumns::of(&plan);
+        let queued = tasks.job_ids.len();
         let staged = plan.batch_id.is_some()
             && plan.jobs.len() >= self.config.stage_from
             && tasks.job_ids.len() == plan.jobs.len();
@@ -172,7 +168,6 @@ impl PgQueue {
                 .bind(tasks.ends)
                 .bind(per_row(|c| c.iter().min().copied()))
                 .bind(per_row(|c| c.iter().max().copied()))
-                .bind(CHANNEL)
                 .bind(i32::try_from(STAGED_ROW).expect("a staged row holds a few thousand jobs"))
                 .bind(submission.tenant)
                 .bind(submission.priority)
@@ -192,7 +187,6 @@ impl PgQueue {
                 .bind(tasks.job_ids)
                 .bind(tasks.starts)
                 .bind(tasks.ends)
-                .bind(CHANNEL)
                 .bind(submission.tenant)
                 .bind(submission.priority)
                 .bind(grid)
@@ -238,6 +232,7 @@ impl PgQueue {
             })?;
             return self.replay(submission.tenant, key).await;
         }
+        self.announce_work(queued);
         self.wake_own_workers();
         Ok(Submitted {
             batch_id: plan.batch_id,

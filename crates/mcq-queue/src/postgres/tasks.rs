@@ -12,7 +12,6 @@ use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
 use super::PgQueue;
-use super::listen::announce_work;
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{Claim, ClaimedTask, Heartbeat, Reaped, WorkerPulse};
@@ -305,16 +304,10 @@ impl PgQueue {
         } else {
             fail_jobs(&mut tx, &jobs, &errors).await?
         };
-        if reaped.requeued > 0 {
-            announce_work(
-                &mut tx,
-                usize::try_from(reaped.requeued).unwrap_or(usize::MAX),
-            )
-            .await?;
-        }
         tx.commit().await?;
         self.announce_finished(finished);
         if reaped.requeued > 0 {
+            self.announce_work(usize::try_from(reaped.requeued).unwrap_or(usize::MAX));
             self.wake_own_workers();
         }
         Ok(reaped)
@@ -367,11 +360,11 @@ impl PgQueue {
             finished = fail_jobs(&mut tx, &[job_id], &[error.to_owned()]).await?;
         } else {
             requeue_jobs(&mut tx, &[job_id], &[task_id], 0).await?;
-            announce_work(&mut tx, 1).await?;
         }
         tx.commit().await?;
         self.announce_finished(finished);
         if state != "failed" {
+            self.announce_work(1);
             self.wake_own_workers();
         }
         Ok(true)
@@ -408,10 +401,10 @@ impl PgQueue {
                 .map(|r| r.try_get("job_id"))
                 .collect::<Result<_, _>>()?;
             requeue_jobs(&mut tx, &jobs, &released, 1).await?;
-            announce_work(&mut tx, released.len()).await?;
         }
         tx.commit().await?;
         if !rows.is_empty() {
+            self.announce_work(rows.len());
             self.wake_own_workers();
         }
         Ok(rows.len())
