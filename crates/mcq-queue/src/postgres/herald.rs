@@ -59,8 +59,9 @@ enum Notice {
     /// How many jobs finished under each key, and the connection of the
     /// call that finished them, if it gave it to the announcement.
     Finished(BTreeMap<Uuid, i64>, Option<Conn>),
-    /// How many tasks were queued.
-    Work(i64),
+    /// How many tasks were queued, and the connection of the call that
+    /// queued them, if it gave it to the announcement.
+    Work(i64, Option<Conn>),
     /// Answered once everything handed before it has been sent.
     Flush(oneshot::Sender<()>),
 }
@@ -91,7 +92,17 @@ impl PgQueue {
     /// that `tasks` tasks wait. Returns at once; the notification follows.
     pub(super) fn announce_work(&self, tasks: usize) {
         if tasks > 0 {
-            self.tell_herald(Notice::Work(i64::try_from(tasks).unwrap_or(i64::MAX)));
+            self.tell_herald(Notice::Work(i64::try_from(tasks).unwrap_or(i64::MAX), None));
+        }
+    }
+
+    /// Announces as [`PgQueue::announce_work`] does, on `conn`, the
+    /// connection of the call that queued the tasks (a submission), which
+    /// the announcement gives back once it is sent.
+    pub(super) fn announce_work_on(&self, tasks: usize, conn: Conn) {
+        if tasks > 0 {
+            let tasks = i64::try_from(tasks).unwrap_or(i64::MAX);
+            self.tell_herald(Notice::Work(tasks, Some(conn)));
         }
     }
 
@@ -182,13 +193,21 @@ impl Gathered {
                 for (key, n) in more {
                     *self.pending.entry(key).or_insert(0) += n;
                 }
-                // One is enough; the others go back at once.
-                if self.given.is_none() {
-                    self.given = conn;
-                }
+                self.give(conn);
             }
-            Notice::Work(tasks) => self.work = self.work.saturating_add(tasks),
+            Notice::Work(tasks, conn) => {
+                self.work = self.work.saturating_add(tasks);
+                self.give(conn);
+            }
             Notice::Flush(done) => self.flushes.push(done),
+        }
+    }
+
+    /// Keeps a connection given with a notice: one is enough, and the
+    /// others go back at once.
+    fn give(&mut self, conn: Option<Conn>) {
+        if self.given.is_none() {
+            self.given = conn;
         }
     }
 

@@ -191,10 +191,10 @@ impl PgQueue {
                 .bind(submission.priority)
                 .bind(grid)
         };
+        let mut conn = self.conn().await?;
         let row = match max_active_jobs {
-            None => query.fetch_one(&mut *self.conn().await?).await?,
+            None => query.fetch_one(&mut *conn).await?,
             Some(limit) => {
-                let mut conn = self.conn().await?;
                 let mut tx = conn.begin().await?;
                 sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
                     .bind(QUOTA_LOCK)
@@ -227,12 +227,13 @@ impl PgQueue {
             }
         };
         if !row.try_get::<bool, _>("ok")? {
+            drop(conn);
             let key = key.ok_or_else(|| {
                 StoreError::Corrupt("a submission without a key was refused".into())
             })?;
             return self.replay(submission.tenant, key).await;
         }
-        self.announce_work(queued);
+        self.announce_work_on(queued, conn);
         self.wake_own_workers();
         Ok(Submitted {
             batch_id: plan.batch_id,
