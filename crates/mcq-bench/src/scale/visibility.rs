@@ -36,9 +36,9 @@ const PRIORITY: i16 = 1;
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Most probe jobs waited on at once. Past it the next waits for one to
-/// finish: each submission is a transaction of its own that announces new
-/// work, and a saturated database (256 workers on two cores) queues them
-/// on its notification lock until one times out.
+/// finish: each submission announces new work, and a saturated database
+/// (256 workers on two cores) queues the announcements on its
+/// notification lock.
 pub(crate) const IN_FLIGHT: usize = 8;
 
 /// How many probe jobs a batch of `tasks` gets: one per 32 tasks, at least
