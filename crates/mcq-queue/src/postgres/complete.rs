@@ -7,9 +7,11 @@
 //! (functions/mcq_complete.sql). A call whose partials finish a split job
 //! gets the job's partials back with one of its tasks still held; the
 //! kernel's merge runs here, and a second call completes that task with
-//! the job's result. The jobs a call finishes are announced after it
-//! commits (`herald.rs`): by the store's herald, on the call's connection,
-//! when they rode a claim, at once when they were sent on their own.
+//! the job's result. A job of its own recorded by `mcq_record` is
+//! announced by the recording statement, at its commit; the other jobs a
+//! call finishes are announced after it commits (`herald.rs`): by the
+//! store's herald, on the call's connection, when they rode a claim, at
+//! once when they were sent on their own.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -19,10 +21,10 @@ use sqlx::postgres::{PgArguments, PgRow, Postgres};
 use sqlx::query::Query;
 use uuid::Uuid;
 
-use super::PgQueue;
 use super::checkout::Conn;
 use super::tally::Counts;
 use super::tasks::{claimed_tasks, contended, refills};
+use super::{FINISHED_CHANNEL, PgQueue};
 use crate::plan;
 use crate::store::StoreError;
 use crate::types::{CompletedAndClaimed, TaskDone, TaskOutput};
@@ -42,8 +44,10 @@ const COMPLETE_AND_CLAIM: &str = "SELECT accepted, id, job_id, lease_token, atte
 
 /// Records tasks that bring their job's result in one statement
 /// (functions/mcq_record.sql): a row per accepted task, with the
-/// announcement key of the job it finished.
-const RECORD: &str = "SELECT accepted, job_id FROM mcq_record($1, $2, $3, $4, $5, $6, $7, $8)";
+/// announcement key of the job it finished, and whether the statement
+/// announced it (a job of its own) on the channel `$9`.
+const RECORD: &str =
+    "SELECT accepted, job_id, announced FROM mcq_record($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// [`RECORD`], then a claim, in one transaction
 /// (functions/mcq_record_and_claim.sql); rows as [`COMPLETE_AND_CLAIM`],
@@ -187,11 +191,18 @@ impl PgQueue {
         if input.partials.is_none() && input.ids.len() <= RECORD_MAX {
             let rows = input
                 .bind(sqlx::query(RECORD), worker)
+                .bind(FINISHED_CHANNEL)
                 .fetch_all(&mut **conn)
                 .await?;
             let mut counts = Counts::default();
+            let mut told = BTreeMap::new();
             for row in &rows {
-                note_accepted(row, accepted, finished, &mut counts)?;
+                let to = if row.try_get("announced")? {
+                    &mut told
+                } else {
+                    &mut *finished
+                };
+                note_accepted(row, accepted, to, &mut counts)?;
             }
             self.tally.add(worker, counts);
             return Ok(Vec::new());

@@ -265,8 +265,9 @@ async fn notify(
     Ok(())
 }
 
-/// PostgreSQL only: the completion's own transaction notifies nobody, and
-/// the store announces what it finished right after.
+/// PostgreSQL only: a completion's own transaction notifies only for the
+/// jobs of their own it records, and the store announces the rest of what
+/// it finished right after.
 #[cfg(test)]
 mod on_postgres {
     use std::collections::BTreeMap;
@@ -315,6 +316,11 @@ mod on_postgres {
 
     /// A batch of `n` small jobs; its id.
     async fn submit_batch(q: &PgQueue, n: u64) -> Uuid {
+        submit(q, n, true).await.batch_id.expect("a batch")
+    }
+
+    /// `n` small jobs, as a batch or each on its own.
+    async fn submit(q: &PgQueue, n: u64, as_batch: bool) -> crate::types::Submitted {
         let jobs = (1..=n)
             .map(|seed| {
                 Spec {
@@ -328,7 +334,7 @@ mod on_postgres {
             })
             .collect();
         let submission = Submission {
-            as_batch: true,
+            as_batch,
             label: None,
             grid: None,
             jobs,
@@ -336,8 +342,7 @@ mod on_postgres {
             tenant: crate::DEFAULT_TENANT,
             priority: 0,
         };
-        let batch = q.submit(submission, None).await.expect("submit").batch_id;
-        batch.expect("a batch")
+        q.submit(submission, None).await.expect("submit")
     }
 
     /// Jobs that end without a result are announced by the herald too: a
@@ -693,6 +698,142 @@ mod on_postgres {
                 .expect("the listener's connection");
             heard.push(note.payload().to_owned());
         }
+        q.close().await;
+    }
+
+    /// A job of its own is announced by the commit that records its
+    /// result, in the recording statement (its reader hears of it without
+    /// waiting for the worker to send anything more); a batch's job is
+    /// left to the store, which announces it after the commit, and the
+    /// store does not announce again what the statement announced. The
+    /// signature of earlier workers announces nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_of_its_own_is_announced_by_the_commit_of_its_record() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = migrated(&db.url, QueueConfig::default()).await;
+        let mut listener = finished_listener(&db.url).await;
+        let marker = |text: &'static str| {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(FINISHED_CHANNEL)
+                .bind(text)
+                .execute(&q.pool)
+        };
+        // Submitted by another store, whose herald announces the work.
+        let other = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        let w = registered_worker(&q).await;
+        let record = "SELECT accepted, job_id, announced \
+                      FROM mcq_record($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+        let mut rounds = Vec::new();
+        for channel in [Some(FINISHED_CHANNEL), None] {
+            let lone = submit(&other, 1, false).await.job_ids[0];
+            let batch = submit_batch(&other, 1).await;
+            let mut claimed = q.claim(w, 2, 0).await.expect("claim").tasks;
+            assert_eq!(claimed.len(), 2);
+            claimed.sort_unstable_by_key(|t| t.task_id);
+            let results: Vec<_> = claimed
+                .iter()
+                .map(|t| match done(t).output {
+                    TaskOutput::Result(r) => r,
+                    TaskOutput::Partial(_) => unreachable!("whole jobs"),
+                })
+                .collect();
+            let mut tx = q.pool.begin().await.expect("begin");
+            let rows: Vec<(i64, Option<Uuid>, bool)> = sqlx::query_as(record)
+                .bind(w)
+                .bind(claimed.iter().map(|t| t.task_id).collect::<Vec<_>>())
+                .bind(claimed.iter().map(|t| t.lease_token).collect::<Vec<_>>())
+                .bind(vec![0.5_f64; 2])
+                .bind(vec![None::<chrono::DateTime<chrono::Utc>>; 2])
+                .bind(vec![None::<chrono::DateTime<chrono::Utc>>; 2])
+                .bind(
+                    results
+                        .iter()
+                        .map(|r| crate::plan::result_json(r).expect("json"))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(results.iter().map(|r| r.price).collect::<Vec<_>>())
+                .bind(channel)
+                .fetch_all(&mut *tx)
+                .await
+                .expect("mcq_record");
+            // Nothing is heard before the commit: a marker sent meanwhile
+            // comes first.
+            marker("before the commit").await.expect("marker");
+            assert_eq!(next(&mut listener).await, "before the commit");
+            tx.commit().await.expect("commit");
+            marker("after the commit").await.expect("marker");
+            let mut heard = Vec::new();
+            loop {
+                let note = next(&mut listener).await;
+                if note == "after the commit" {
+                    break;
+                }
+                heard.push(note);
+            }
+            rounds.push((channel, lone, batch, rows, heard));
+        }
+        let (_, lone, batch, rows, heard) = &rounds[0];
+        let announced: BTreeMap<Option<Uuid>, bool> = rows.iter().map(|r| (r.1, r.2)).collect();
+        assert_eq!(
+            announced,
+            BTreeMap::from([(Some(*lone), true), (Some(*batch), false)])
+        );
+        assert_eq!(heard, &[format!("{lone}:1")], "only the job of its own");
+        let (_, _, _, rows, heard) = &rounds[1];
+        assert!(rows.iter().all(|r| r.1.is_some() && !r.2), "{rows:?}");
+        assert!(heard.is_empty(), "announced without a channel: {heard:?}");
+        // The eight arguments of earlier workers: the same rows without
+        // `announced`, and nothing sent.
+        let lone = submit(&other, 1, false).await.job_ids[0];
+        let task = q.claim(w, 1, 0).await.expect("claim").tasks.remove(0);
+        let TaskOutput::Result(result) = done(&task).output else {
+            unreachable!("a whole job")
+        };
+        let (accepted, key): (i64, Option<Uuid>) =
+            sqlx::query_as("SELECT * FROM mcq_record($1, $2, $3, $4, $5, $6, $7, $8)")
+                .bind(w)
+                .bind(vec![task.task_id])
+                .bind(vec![task.lease_token])
+                .bind(vec![0.5_f64])
+                .bind(vec![None::<chrono::DateTime<chrono::Utc>>])
+                .bind(vec![None::<chrono::DateTime<chrono::Utc>>])
+                .bind(vec![crate::plan::result_json(&result).expect("json")])
+                .bind(vec![result.price])
+                .fetch_one(&q.pool)
+                .await
+                .expect("the eight-argument mcq_record");
+        assert_eq!((accepted, key), (task.task_id, Some(lone)));
+        marker("after the old record").await.expect("marker");
+        assert_eq!(next(&mut listener).await, "after the old record");
+
+        // The store: each job announced once, the job of its own by the
+        // record, the batch's job right after.
+        let lone = submit(&other, 1, false).await.job_ids[0];
+        let batch = submit_batch(&other, 1).await;
+        let claimed = q.claim(w, 2, 0).await.expect("claim").tasks;
+        let refused = q
+            .complete(w, claimed.iter().map(done).collect())
+            .await
+            .expect("complete");
+        assert!(refused.is_empty(), "refused {refused:?}");
+        marker("after the store's record").await.expect("marker");
+        let mut heard = Vec::new();
+        loop {
+            let note = next(&mut listener).await;
+            if note == "after the store's record" {
+                break;
+            }
+            heard.push(note);
+        }
+        heard.sort();
+        let mut expected = vec![format!("{lone}:1"), format!("{batch}:1")];
+        expected.sort();
+        assert_eq!(heard, expected, "each job once");
+        other.close().await;
         q.close().await;
     }
 

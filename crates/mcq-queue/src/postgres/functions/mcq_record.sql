@@ -32,15 +32,24 @@
 -- task's siblings have all succeeded), so no completion waits for
 -- another's jobs.
 --
+-- A job of its own (without a batch) that it finishes is announced on
+-- `p_channel`, when given, in the same statement and so at the commit
+-- that makes its result visible: such a job usually has a reader waiting
+-- on it alone. Its transaction then holds PostgreSQL's one notification
+-- lock from its commit until its flush; a batch's jobs, whose reader
+-- waits for the batch, are left to the store to announce after the
+-- commit, in a transaction that does not wait for the disk.
+--
 -- Rows: one per accepted task, with, in `job_id`, the announcement key
 -- of the job it finished (its batch, or the job itself without one), or
--- NULL when the job had ended before. The plan is pinned as for
--- `mcq_claim`: index access only, one generic plan per session, no JIT.
+-- NULL when the job had ended before, and `announced` set when this
+-- statement announced it. The plan is pinned as for `mcq_claim`: index
+-- access only, one generic plan per session, no JIT.
 CREATE FUNCTION mcq_record(
     p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
     p_started timestamptz[], p_finished timestamptz[],
-    p_results text[], p_prices double precision[])
-RETURNS TABLE (accepted bigint, job_id uuid)
+    p_results text[], p_prices double precision[], p_channel text)
+RETURNS TABLE (accepted bigint, job_id uuid, announced boolean)
 LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
 SET enable_bitmapscan = off
@@ -76,14 +85,31 @@ WITH gone AS (
                greatest(j.compute_finished_at, a.finished), p_worker
         FROM accepted a WHERE a.job_id = j.id)
     WHERE j.id = ANY(ARRAY(SELECT a.job_id FROM accepted a))
-    RETURNING j.id, j.state, coalesce(j.batch_id, j.id) AS key
+    RETURNING j.id, j.state, coalesce(j.batch_id, j.id) AS key, j.batch_id IS NULL AS lone
 ), finished AS (
-    SELECT a.id AS task, a.result, b.id AS job, b.state, b.key
+    SELECT a.id AS task, a.result, b.id AS job, b.state, b.key,
+           b.state = 'succeeded' AND b.lone AND p_channel IS NOT NULL AS told
     FROM bumped b JOIN accepted a ON a.job_id = b.id
 ), saved AS (
     INSERT INTO results (job_id, result)
     SELECT f.job, f.result::json FROM finished f WHERE f.state = 'succeeded'
 )
-SELECT f.task, CASE WHEN f.state = 'succeeded' THEN f.key END FROM finished f;
+SELECT f.task, CASE WHEN f.state = 'succeeded' THEN f.key END,
+       CASE WHEN f.told THEN pg_notify(p_channel, f.key::text || ':1') IS NOT NULL ELSE false END
+FROM finished f;
 END
+$$;
+
+-- The signature of earlier workers, and of `mcq_record_and_claim`, whose
+-- claim runs after the record in the same transaction: nothing announced.
+CREATE OR REPLACE FUNCTION mcq_record(
+    p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
+    p_started timestamptz[], p_finished timestamptz[],
+    p_results text[], p_prices double precision[])
+RETURNS TABLE (accepted bigint, job_id uuid)
+LANGUAGE sql VOLATILE
+AS $$
+SELECT r.accepted, r.job_id
+FROM mcq_record(p_worker, p_ids, p_tokens, p_ms, p_started, p_finished, p_results, p_prices,
+                NULL) r
 $$;

@@ -3,7 +3,9 @@
 -- results it holds along with the claim at no call of its own. Results
 -- only, as `mcq_record` takes: every job it locks was its task's alone, so
 -- no transaction holding one of the claim's jobs can be waiting for it.
--- `mcq_claim` lets its transaction commit without waiting for the disk;
+-- The record announces nothing (no channel): the claim runs before the
+-- commit, and the store announces the finished jobs after it. `mcq_claim`
+-- lets its transaction commit without waiting for the disk;
 -- this one records results, so the caller's commit mode is restored
 -- before returning.
 --
@@ -18,7 +20,7 @@
 -- Rows: one per accepted completion (`accepted` set, and `job_id` the
 -- announcement key of the job it finished, as `mcq_record` returns it),
 -- then the claim's rows as `mcq_claim` returns them (`accepted` NULL).
-CREATE FUNCTION mcq_record_and_claim(
+CREATE OR REPLACE FUNCTION mcq_record_and_claim(
     p_worker uuid, p_ids bigint[], p_tokens uuid[], p_ms double precision[],
     p_started timestamptz[], p_finished timestamptz[],
     p_results text[], p_prices double precision[],
@@ -34,7 +36,7 @@ BEGIN
     SELECT r.accepted, NULL::bigint, r.job_id, NULL::uuid, NULL::integer, NULL::bigint,
            NULL::bigint, NULL::text
     FROM mcq_record(p_worker, p_ids, p_tokens, p_ms, p_started, p_finished, p_results,
-                    p_prices) AS r;
+                    p_prices, NULL) AS r;
     IF p_refill_later THEN
         PERFORM set_config('mcq.refill', 'later', true);
     END IF;
