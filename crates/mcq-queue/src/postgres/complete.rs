@@ -157,7 +157,7 @@ impl PgQueue {
         let mut counts = Counts::default();
         let mut claim_rows = Vec::with_capacity(rows.len());
         for row in &rows {
-            if !note_accepted(row, &mut accepted, &mut finished, &mut counts)? {
+            if !note_accepted(row, &mut accepted, Some(&mut finished), &mut counts)? {
                 claim_rows.push(row);
             }
         }
@@ -195,14 +195,15 @@ impl PgQueue {
                 .fetch_all(&mut **conn)
                 .await?;
             let mut counts = Counts::default();
-            let mut told = BTreeMap::new();
             for row in &rows {
-                let to = if row.try_get("announced")? {
-                    &mut told
-                } else {
-                    &mut *finished
-                };
-                note_accepted(row, accepted, to, &mut counts)?;
+                // A job the statement announced is not announced again.
+                let announced: bool = row.try_get("announced")?;
+                note_accepted(
+                    row,
+                    accepted,
+                    (!announced).then_some(&mut *finished),
+                    &mut counts,
+                )?;
             }
             self.tally.add(worker, counts);
             return Ok(Vec::new());
@@ -218,7 +219,7 @@ impl PgQueue {
         // `mcq_complete` counts on the worker's row itself.
         let mut counted = Counts::default();
         for row in &rows {
-            if !note_accepted(row, accepted, finished, &mut counted)? {
+            if !note_accepted(row, accepted, Some(&mut *finished), &mut counted)? {
                 finishing.push(finished_task(row, done)?);
             }
         }
@@ -227,12 +228,14 @@ impl PgQueue {
 }
 
 /// Notes a row of an accepted task (`accepted` set): its id, and the job
-/// it finished, if any, under the job's announcement key (`job_id`).
-/// False for a row of another kind (a claimed or held task).
+/// it finished, if any, under the job's announcement key (`job_id`) in
+/// `finished`, the jobs still to announce (`None` when the statement
+/// announced them itself). False for a row of another kind (a claimed or
+/// held task).
 fn note_accepted(
     row: &PgRow,
     accepted: &mut HashSet<i64>,
-    finished: &mut BTreeMap<Uuid, i64>,
+    finished: Option<&mut BTreeMap<Uuid, i64>>,
     counts: &mut Counts,
 ) -> Result<bool, StoreError> {
     let Some(id) = row.try_get::<Option<i64>, _>("accepted")? else {
@@ -241,7 +244,9 @@ fn note_accepted(
     accepted.insert(id);
     counts.tasks += 1;
     if let Some(key) = row.try_get::<Option<Uuid>, _>("job_id")? {
-        *finished.entry(key).or_insert(0) += 1;
+        if let Some(finished) = finished {
+            *finished.entry(key).or_insert(0) += 1;
+        }
         counts.jobs += 1;
     }
     Ok(true)

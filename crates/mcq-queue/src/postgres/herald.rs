@@ -314,6 +314,29 @@ mod on_postgres {
         note.payload().to_owned()
     }
 
+    /// Notifies `marker` from `pool` and returns what `listener` heard
+    /// before it: everything announced by then, in order.
+    async fn heard_before(
+        listener: &mut PgListener,
+        pool: &sqlx::PgPool,
+        marker: &str,
+    ) -> Vec<String> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(FINISHED_CHANNEL)
+            .bind(marker)
+            .execute(pool)
+            .await
+            .expect("marker");
+        let mut heard = Vec::new();
+        loop {
+            let note = next(listener).await;
+            if note == marker {
+                return heard;
+            }
+            heard.push(note);
+        }
+    }
+
     /// A batch of `n` small jobs; its id.
     async fn submit_batch(q: &PgQueue, n: u64) -> Uuid {
         submit(q, n, true).await.batch_id.expect("a batch")
@@ -714,12 +737,6 @@ mod on_postgres {
         };
         let q = migrated(&db.url, QueueConfig::default()).await;
         let mut listener = finished_listener(&db.url).await;
-        let marker = |text: &'static str| {
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(FINISHED_CHANNEL)
-                .bind(text)
-                .execute(&q.pool)
-        };
         // Submitted by another store, whose herald announces the work.
         let other = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
             .await
@@ -762,28 +779,20 @@ mod on_postgres {
                 .expect("mcq_record");
             // Nothing is heard before the commit: a marker sent meanwhile
             // comes first.
-            marker("before the commit").await.expect("marker");
-            assert_eq!(next(&mut listener).await, "before the commit");
+            let early = heard_before(&mut listener, &q.pool, "before the commit").await;
+            assert!(early.is_empty(), "heard before the commit: {early:?}");
             tx.commit().await.expect("commit");
-            marker("after the commit").await.expect("marker");
-            let mut heard = Vec::new();
-            loop {
-                let note = next(&mut listener).await;
-                if note == "after the commit" {
-                    break;
-                }
-                heard.push(note);
-            }
-            rounds.push((channel, lone, batch, rows, heard));
+            let heard = heard_before(&mut listener, &q.pool, "after the commit").await;
+            rounds.push((lone, batch, rows, heard));
         }
-        let (_, lone, batch, rows, heard) = &rounds[0];
+        let (lone, batch, rows, heard) = &rounds[0];
         let announced: BTreeMap<Option<Uuid>, bool> = rows.iter().map(|r| (r.1, r.2)).collect();
         assert_eq!(
             announced,
             BTreeMap::from([(Some(*lone), true), (Some(*batch), false)])
         );
         assert_eq!(heard, &[format!("{lone}:1")], "only the job of its own");
-        let (_, _, _, rows, heard) = &rounds[1];
+        let (_, _, rows, heard) = &rounds[1];
         assert!(rows.iter().all(|r| r.1.is_some() && !r.2), "{rows:?}");
         assert!(heard.is_empty(), "announced without a channel: {heard:?}");
         // The eight arguments of earlier workers: the same rows without
@@ -807,8 +816,8 @@ mod on_postgres {
                 .await
                 .expect("the eight-argument mcq_record");
         assert_eq!((accepted, key), (task.task_id, Some(lone)));
-        marker("after the old record").await.expect("marker");
-        assert_eq!(next(&mut listener).await, "after the old record");
+        let heard = heard_before(&mut listener, &q.pool, "after the old record").await;
+        assert!(heard.is_empty(), "the old signature announced: {heard:?}");
 
         // The store: each job announced once, the job of its own by the
         // record, the batch's job right after.
@@ -820,15 +829,7 @@ mod on_postgres {
             .await
             .expect("complete");
         assert!(refused.is_empty(), "refused {refused:?}");
-        marker("after the store's record").await.expect("marker");
-        let mut heard = Vec::new();
-        loop {
-            let note = next(&mut listener).await;
-            if note == "after the store's record" {
-                break;
-            }
-            heard.push(note);
-        }
+        let mut heard = heard_before(&mut listener, &q.pool, "after the store's record").await;
         heard.sort();
         let mut expected = vec![format!("{lone}:1"), format!("{batch}:1")];
         expected.sort();
