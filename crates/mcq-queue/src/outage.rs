@@ -18,17 +18,18 @@ pub(crate) fn is_outage(err: &sqlx::Error) -> bool {
     matches!(
         err,
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed
-    ) || err
-        .as_database_error()
-        .and_then(|db| db.code())
-        // PostgreSQL: 57P01-03 admin shutdown / crash / cannot connect now;
-        // 08xxx connection errors; 53300 too many connections; 55P03 lock
-        // timeout, 57014 statement timeout, 25P03 idle-in-transaction timeout.
-        .is_some_and(|code| {
-            code.starts_with("57P0")
-                || code.starts_with("08")
-                || matches!(&*code, "53300" | "55P03" | "57014" | "25P03")
-        })
+    ) || closed_during_tls_request(err)
+        || err
+            .as_database_error()
+            .and_then(|db| db.code())
+            // PostgreSQL: 57P01-03 admin shutdown / crash / cannot connect now;
+            // 08xxx connection errors; 53300 too many connections; 55P03 lock
+            // timeout, 57014 statement timeout, 25P03 idle-in-transaction timeout.
+            .is_some_and(|code| {
+                code.starts_with("57P0")
+                    || code.starts_with("08")
+                    || matches!(&*code, "53300" | "55P03" | "57014" | "25P03")
+            })
 }
 
 /// True for connection errors that come of how the client or the server
@@ -66,12 +67,22 @@ pub(crate) fn refused_startup_parameter(err: &sqlx::Error) -> Option<&str> {
 /// out waiting is not among them: it has already waited.
 pub(crate) fn is_dropped(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Io(_))
+        || closed_during_tls_request(err)
         || err
             .as_database_error()
             .and_then(|db| db.code())
             // 57P01-03 admin shutdown / crash shutdown / cannot connect now;
             // 08xxx connection exceptions.
             .is_some_and(|code| code.starts_with("57P0") || code.starts_with("08"))
+}
+
+/// A new connection that the server closed before answering its request
+/// for TLS, as a server does while it shuts down or restarts. The driver
+/// (sqlx 0.9) reads no byte there and reports the empty answer as the
+/// byte 0 rather than as an end of stream.
+fn closed_during_tls_request(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Protocol(message)
+        if message.starts_with("unexpected response from SSLRequest: 0x00"))
 }
 
 /// Errors of a broken connection (`is_dropped`) seen by any store of this
@@ -141,6 +152,19 @@ mod tests {
             assert!(is_outage(&err), "{err:?}");
             assert!(StoreError::Database(err).is_unavailable());
         }
+    }
+
+    /// A server restarting closes a new connection before it answers the
+    /// request for TLS; the driver words that as an answer of 0x00 (seen
+    /// in `reads_ride_out_a_short_restart`). Another answer is a server
+    /// that does not speak PostgreSQL's protocol, which waiting does not
+    /// change.
+    #[test]
+    fn a_connection_closed_before_its_tls_answer_is_a_broken_one() {
+        let closed = sqlx::Error::Protocol("unexpected response from SSLRequest: 0x00".to_owned());
+        assert!(is_dropped(&closed) && is_outage(&closed));
+        let other = sqlx::Error::Protocol("unexpected response from SSLRequest: 0x48".to_owned());
+        assert!(!is_dropped(&other) && !is_outage(&other));
     }
 
     #[test]
