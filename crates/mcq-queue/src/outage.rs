@@ -3,7 +3,9 @@
 //! decide on [`StoreError::is_unavailable`](crate::StoreError::is_unavailable)
 //! without naming the driver.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// True for errors of reaching the database — no connection, a broken
 /// one, a closed or exhausted pool, a server shutting down or out of
@@ -93,11 +95,24 @@ fn closed_during_tls_request(err: &sqlx::Error) -> bool {
 /// broke every connection to it, kept ones too.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
+/// When this process last saw a connection break (`dropped`).
+static LAST_DROPPED: Mutex<Option<Instant>> = Mutex::new(None);
+
 /// Counts `err` if its connection broke under it.
 pub(crate) fn note(err: &sqlx::Error) {
     if is_dropped(err) {
+        *LAST_DROPPED.lock().expect("the last broken connection") = Some(Instant::now());
         DROPPED.fetch_add(1, Ordering::AcqRel);
     }
+}
+
+/// Whether this process saw a connection break within the last `span`:
+/// a connection idle in a pool for that long may have broken with it.
+pub(crate) fn dropped_within(span: Duration) -> bool {
+    LAST_DROPPED
+        .lock()
+        .expect("the last broken connection")
+        .is_some_and(|at| at.elapsed() <= span)
 }
 
 /// How many errors of a broken connection this process has seen.
@@ -140,6 +155,24 @@ const REREADS: usize = 4;
 mod tests {
     use super::*;
     use crate::StoreError;
+
+    /// A broken connection is remembered for as long as a connection
+    /// that went idle before it may have broken with it; an error the
+    /// database answered is no break.
+    #[test]
+    fn a_break_is_seen_within_the_span_since_it() {
+        let answered = sqlx::Error::RowNotFound;
+        note(&answered);
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let before = dropped();
+        note(&sqlx::Error::Io(reset));
+        assert!(dropped() > before);
+        assert!(dropped_within(Duration::from_secs(60)));
+        std::thread::sleep(Duration::from_millis(20));
+        // Other tests of the process may note breaks of their own, but
+        // none is noted in the future.
+        assert!(!dropped_within(Duration::ZERO));
+    }
 
     #[test]
     fn failures_to_reach_the_database_are_outages() {

@@ -23,21 +23,28 @@
 //! connection given back is therefore kept for the next call of the store
 //! (one per store), unless a call of the store or its listener waits for
 //! the pool: only the store's calls and its listeners take connections
-//! from its pool. A kept connection skips the pool's check, which pings a
-//! connection before handing it out: a call that gives its connection back
-//! has just had it answer, which is as good a check, so only a connection
-//! kept idle for [`KEEP_FOR`] is pinged before its next call (a busy
-//! worker pings none, and a long poll's read after a wait pays one round
-//! trip more), and one that fails the ping is closed and the call goes to
-//! the pool. A connection is not kept
-//! when a store of the process saw a connection break while it was out
-//! (`crate::outage::dropped`): the pool takes it back and checks it, and
-//! one kept before the break is pinged before its next call.
+//! from its pool. A call that gives its connection back has just had it
+//! answer, which is as good a check as a ping, so only a connection kept
+//! idle for [`KEEP_FOR`] is pinged before its next call (a busy worker
+//! pings none), and one that fails the ping is closed and the call goes
+//! to the pool. A connection is not kept when a store of the process saw
+//! a connection break while it was out (`crate::outage::dropped`): the
+//! pool takes it back and checks it, and one kept before the break is
+//! pinged before its next call.
+//!
+//! The pool's own check follows the same rule
+//! ([`Checkouts::check_idle`]): sqlx pings every connection given back
+//! before it counts it as idle, and by default pings it again before it
+//! hands it out, a second round trip before every call that takes its
+//! connection from the pool (each concurrent request of a server, a long
+//! poll's read after its wait). An idle connection is pinged before it
+//! is handed out only once it has been idle for [`KEEP_FOR`], or when a
+//! connection broke in the process since it went idle.
 //!
 //! Nor is a connection kept while a call of the store waits for the pool:
 //! it goes back to the pool, which hands it to that call. A call waiting
 //! for the pool never gives up its wait for a kept connection either, as
-//! that would drop the pool's acquire midway: the pool pings an idle
+//! that would drop the pool's acquire midway: the pool may ping an idle
 //! connection before handing it out, and an acquire dropped during that
 //! ping closes the connection, which a server whose connection slots are
 //! all taken does not let the pool open again. For the same reason the
@@ -74,7 +81,8 @@ pub(super) struct Checkouts {
     /// The connection given back last, kept for the next call, and the
     /// calls waiting for the pool.
     kept: Mutex<Kept>,
-    /// Pings of kept connections so far.
+    /// Pings of kept connections, and of idle ones the pool hands out
+    /// ([`Checkouts::check_idle`]), so far.
     pings: AtomicU64,
 }
 
@@ -168,6 +176,25 @@ impl Checkouts {
         let mut kept = self.kept.lock().expect("the kept connection");
         kept.closed = true;
         drop(kept.conn.take());
+    }
+
+    /// The pool's check of an idle connection before it hands it out, in
+    /// place of its own ping of every one: a ping only when the
+    /// connection has been idle for [`KEEP_FOR`] or a connection broke
+    /// meanwhile, as for a kept connection. The pool pings every
+    /// connection given back before it takes it as idle, so one idle for
+    /// less has answered that recently. False (the pool closes it and
+    /// hands out another) when the ping fails.
+    pub(super) async fn check_idle(
+        &self,
+        conn: &mut PgConnection,
+        idle_for: Duration,
+    ) -> Result<bool, sqlx::Error> {
+        if idle_for < KEEP_FOR && !crate::outage::dropped_within(idle_for) {
+            return Ok(true);
+        }
+        self.pings.fetch_add(1, Ordering::Relaxed);
+        Ok(conn.ping().await.is_ok())
     }
 
     fn out(&self) -> u32 {
@@ -765,6 +792,83 @@ mod on_postgres {
         assert!(failed.is_unavailable(), "{failed:?}");
         let next = backend(&q).await;
         assert_ne!(next, pid, "a call reached the ended backend");
+        q.close().await;
+    }
+
+    /// The pool pings an idle connection before it hands it out only once
+    /// it has rested [`KEEP_FOR`](super::KEEP_FOR): the pool pinged it as
+    /// it came back, so a call that takes a connection given back a moment
+    /// ago (each concurrent request of a server) pays no round trip more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_pool_pings_only_a_connection_idle_past_its_check() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = two_open(&db.url).await;
+        let pings = |q: &PgQueue| q.checkouts.pings.load(Ordering::Relaxed);
+        // Given back, a connection is idle once the pool has pinged it.
+        let rest = || tokio::time::sleep(Duration::from_millis(100));
+        let (fresh, rested) = undisturbed(|| async {
+            drop(q.pool.acquire().await.expect("a connection"));
+            rest().await;
+            let before = pings(&q);
+            for _ in 0..5 {
+                let mut conn = q.pool.acquire().await.expect("a connection");
+                backend_pid(&mut conn).await.expect("pg_backend_pid");
+                drop(conn);
+                rest().await;
+            }
+            let fresh = pings(&q) - before;
+            tokio::time::sleep(super::KEEP_FOR + Duration::from_millis(200)).await;
+            drop(q.pool.acquire().await.expect("a connection"));
+            (fresh, pings(&q) - before - fresh)
+        })
+        .await;
+        assert_eq!(fresh, 0, "connections idle for 0.1 s");
+        assert_eq!(rested, 1, "a connection idle for 1.2 s");
+        q.close().await;
+    }
+
+    /// Idle connections whose backends ended while they rested are found
+    /// out by that ping: the pool closes them and opens a new one, and
+    /// the call that asked succeeds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_connections_that_broke_are_replaced_after_their_rest() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = two_open(&db.url).await;
+        q.checkouts.close();
+        let mut both = Vec::new();
+        for _ in 0..2 {
+            both.push(q.pool.acquire().await.expect("a connection"));
+        }
+        let mut pids = Vec::new();
+        for conn in &mut both {
+            pids.push(backend_pid(conn).await.expect("pg_backend_pid"));
+        }
+        drop(both);
+        let ended = mcq_testdb::query_i64(
+            &db.url,
+            &format!(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) \
+                 FROM unnest(ARRAY[{}]) AS p(pid)",
+                pids.iter()
+                    .map(i32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        )
+        .await
+        .expect("terminate");
+        assert_eq!(ended, 2);
+        tokio::time::sleep(super::KEEP_FOR + Duration::from_millis(200)).await;
+        let mut conn = q.pool.acquire().await.expect("a connection");
+        let pid = backend_pid(&mut conn)
+            .await
+            .expect("a live backend after the check");
+        assert!(!pids.contains(&pid), "{pid} had ended");
+        drop(conn);
         q.close().await;
     }
 }

@@ -125,13 +125,22 @@ impl PgQueue {
             }
         }
         let lease = config.lease;
+        let checkouts = Arc::<checkout::Checkouts>::default();
         let reserve = config.pool_min.min(config.pool_size);
         let mut pool = PgPoolOptions::new()
             .max_connections(config.pool_size)
             .min_connections(reserve)
             // A dead server must surface as an error within seconds, so the
             // worker's reconnect loop (not a hung await) handles it.
-            .acquire_timeout(ACQUIRE_TIMEOUT);
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(false)
+            .before_acquire({
+                let checkouts = checkouts.clone();
+                move |conn, meta| {
+                    let checkouts = checkouts.clone();
+                    Box::pin(async move { checkouts.check_idle(conn, meta.idle_for).await })
+                }
+            });
         if config.pool_mode == PoolMode::Session {
             // Through a transaction-mode pool the bounds come from the pooler.
             pool = pool.after_connect(move |conn, _meta| Box::pin(session::apply(conn, lease)));
@@ -149,7 +158,7 @@ impl PgQueue {
         let announcer = Announcer::new(config.pool_mode == PoolMode::Session);
         Ok(PgQueue {
             pool,
-            checkouts: Arc::default(),
+            checkouts,
             options: Arc::new(options),
             config,
             wakeup: Arc::new(listen::Wakeup::default()),
