@@ -20,14 +20,9 @@ pub(crate) struct Args {
     /// fresh database per run, since finished jobs stay in it.
     #[arg(long, env = "DATABASE_URL", value_parser = postgres_url)]
     database_url: String,
-    /// Fleet sizes, comma-separated, each run on its own batch.
-    #[arg(
-        long,
-        default_value = "1,2,4,8,16,32,64,128,256",
-        value_delimiter = ',',
-        value_parser = count::<usize>(1..=4096)
-    )]
-    workers: Vec<usize>,
+    /// Fleet sizes, comma-separated, each run once on its own batch.
+    #[arg(long, default_value = "1,2,4,8,16,32,64,128,256", value_parser = sizes)]
+    workers: Sizes,
     /// Compute slots of each worker.
     #[arg(long, default_value_t = 1, value_parser = count::<u32>(1..=64))]
     slots: u32,
@@ -82,6 +77,25 @@ pub(crate) struct Args {
 }
 
 /// Runs this subcommand.
+/// The fleet sizes of `--workers`, in the order given.
+#[derive(Debug, Clone)]
+struct Sizes(Vec<usize>);
+
+/// Comma-separated fleet sizes of 1 to 4,096 workers, none twice: a size
+/// listed twice is a slip of the hand, and would run its batch again.
+fn sizes(text: &str) -> Result<Sizes, String> {
+    let size = count::<usize>(1..=4096);
+    let mut sizes = Vec::new();
+    for part in text.split(',') {
+        let n = size(part)?;
+        if sizes.contains(&n) {
+            return Err(format!("{n} is listed twice; give each fleet size once"));
+        }
+        sizes.push(n);
+    }
+    Ok(Sizes(sizes))
+}
+
 /// A PostgreSQL URL; anything else is refused as bad usage before the run
 /// prints anything.
 fn postgres_url(text: &str) -> Result<String, String> {
@@ -100,7 +114,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     args.log.init("warn");
     let plan = ScalePlan {
         database_url: args.database_url.clone(),
-        sizes: args.workers,
+        sizes: args.workers.0,
         slots: args.slots,
         task: Duration::from_millis(args.task_ms),
         rounds: args.rounds,

@@ -33,6 +33,15 @@ fn bad_flags_are_rejected_with_a_clear_message() {
             &[
                 "--database-url",
                 "postgres://127.0.0.1:1/x",
+                "--workers",
+                "4,16,4",
+            ][..],
+            "4 is listed twice",
+        ),
+        (
+            &[
+                "--database-url",
+                "postgres://127.0.0.1:1/x",
                 "--fleet-url",
                 "sqlite:fleet.sqlite",
             ][..],
