@@ -33,7 +33,7 @@
 //! pinged before its next call.
 //!
 //! The pool's own check follows the same rule
-//! ([`Checkouts::check_idle`]): sqlx pings every connection given back
+//! ([`check_idle`]): sqlx pings every connection given back
 //! before it counts it as idle, and by default pings it again before it
 //! hands it out, a second round trip before every call that takes its
 //! connection from the pool (each concurrent request of a server, a long
@@ -82,8 +82,8 @@ pub(super) struct Checkouts {
     /// calls waiting for the pool.
     kept: Mutex<Kept>,
     /// Pings of kept connections, and of idle ones the pool hands out
-    /// ([`Checkouts::check_idle`]), so far.
-    pings: AtomicU64,
+    /// ([`check_idle`]), so far.
+    pings: Arc<AtomicU64>,
 }
 
 /// A kept connection, with when it was last checked (pinged, or given
@@ -178,23 +178,11 @@ impl Checkouts {
         drop(kept.conn.take());
     }
 
-    /// The pool's check of an idle connection before it hands it out, in
-    /// place of its own ping of every one: a ping only when the
-    /// connection has been idle for [`KEEP_FOR`] or a connection broke
-    /// meanwhile, as for a kept connection. The pool pings every
-    /// connection given back before it takes it as idle, so one idle for
-    /// less has answered that recently. False (the pool closes it and
-    /// hands out another) when the ping fails.
-    pub(super) async fn check_idle(
-        &self,
-        conn: &mut PgConnection,
-        idle_for: Duration,
-    ) -> Result<bool, sqlx::Error> {
-        if idle_for < KEEP_FOR && !crate::outage::dropped_within(idle_for) {
-            return Ok(true);
-        }
-        self.pings.fetch_add(1, Ordering::Relaxed);
-        Ok(conn.ping().await.is_ok())
+    /// The count of pings, for the pool's check ([`check_idle`]), which
+    /// the pool keeps as long as it lives: the count alone, since a kept
+    /// connection in the pool's own options would keep the pool alive.
+    pub(super) fn pings(&self) -> Arc<AtomicU64> {
+        self.pings.clone()
     }
 
     fn out(&self) -> u32 {
@@ -266,6 +254,25 @@ impl std::ops::DerefMut for Conn {
     fn deref_mut(&mut self) -> &mut PgConnection {
         self.conn.as_mut().expect("a connection until the drop")
     }
+}
+
+/// The pool's check of an idle connection before it hands it out, in
+/// place of its own ping of every one: a ping only when the connection
+/// has been idle for [`KEEP_FOR`] or a connection broke meanwhile, as for
+/// a kept connection, counted in `pings`. The pool pings every connection
+/// given back before it takes it as idle, so one idle for less has
+/// answered that recently. False (the pool closes it and hands out
+/// another) when the ping fails.
+pub(super) async fn check_idle(
+    pings: &AtomicU64,
+    conn: &mut PgConnection,
+    idle_for: Duration,
+) -> Result<bool, sqlx::Error> {
+    if idle_for < KEEP_FOR && !crate::outage::dropped_within(idle_for) {
+        return Ok(true);
+    }
+    pings.fetch_add(1, Ordering::Relaxed);
+    Ok(conn.ping().await.is_ok())
 }
 
 /// A kept connection, pinged first if it was last checked [`KEEP_FOR`]
@@ -870,5 +877,28 @@ mod on_postgres {
         assert!(!pids.contains(&pid), "{pid} had ended");
         drop(conn);
         q.close().await;
+    }
+
+    /// A store dropped without `close` lets its connections go: the pool's
+    /// check holds only the count of pings, where a hold on the store's
+    /// kept connection would keep the pool, and its connections, alive.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_dropped_without_closing_lets_its_connections_go() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = two_open(&db.url).await;
+        let kept = backend(&q).await;
+        assert!(keeps(&q), "a connection kept after a call");
+        drop(q);
+        let alive = format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {kept}");
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while mcq_testdb::query_i64(&db.url, &alive).await.expect("count") > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "backend {kept} still connected"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }

@@ -135,10 +135,10 @@ impl PgQueue {
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .test_before_acquire(false)
             .before_acquire({
-                let checkouts = checkouts.clone();
+                let pings = checkouts.pings();
                 move |conn, meta| {
-                    let checkouts = checkouts.clone();
-                    Box::pin(async move { checkouts.check_idle(conn, meta.idle_for).await })
+                    let pings = pings.clone();
+                    Box::pin(async move { checkout::check_idle(&pings, conn, meta.idle_for).await })
                 }
             });
         if config.pool_mode == PoolMode::Session {
