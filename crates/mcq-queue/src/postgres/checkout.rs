@@ -87,13 +87,11 @@ pub(super) struct Checkouts {
 }
 
 /// A kept connection, with when it was last checked (pinged, or given
-/// back by a call) and the count of broken connections
-/// (`crate::outage::dropped`) when it was kept.
+/// back by a call).
 #[derive(Debug)]
 struct Keeping {
     conn: PoolConnection<Postgres>,
     checked: Instant,
-    dropped: u64,
 }
 
 /// The connection a store keeps for its next call; none once it closes,
@@ -162,7 +160,6 @@ impl Checkouts {
                     // than `KEEP_FOR` apart pings none of them, and only
                     // a connection idle that long is pinged.
                     checked: Instant::now(),
-                    dropped,
                 });
                 return;
             }
@@ -256,39 +253,30 @@ impl std::ops::DerefMut for Conn {
     }
 }
 
-/// The pool's check of an idle connection before it hands it out, in
-/// place of its own ping of every one: a ping only when the connection
-/// has been idle for [`KEEP_FOR`] or a connection broke meanwhile, as for
-/// a kept connection, counted in `pings`. The pool pings every connection
-/// given back before it takes it as idle, so one idle for less has
-/// answered that recently. False (the pool closes it and hands out
-/// another) when the ping fails.
+/// The check of an idle connection before a call takes it, kept by the
+/// store or handed out by the pool (in place of the pool's ping of every
+/// one): a ping, counted in `pings`, only when the connection has been
+/// idle for [`KEEP_FOR`] or a connection of the process broke meanwhile.
+/// One idle for less answered recently: the call that gave it back, or
+/// the pool's ping of every connection given back. False when the ping
+/// failed.
 pub(super) async fn check_idle(
     pings: &AtomicU64,
     conn: &mut PgConnection,
     idle_for: Duration,
-) -> Result<bool, sqlx::Error> {
+) -> bool {
     if idle_for < KEEP_FOR && !crate::outage::dropped_within(idle_for) {
-        return Ok(true);
+        return true;
     }
     pings.fetch_add(1, Ordering::Relaxed);
-    Ok(conn.ping().await.is_ok())
+    conn.ping().await.is_ok()
 }
 
-/// A kept connection, pinged first if it was last checked [`KEEP_FOR`]
-/// ago or a connection broke since it was kept; none if the ping failed
-/// (the connection is closed).
+/// A kept connection, checked ([`check_idle`]) since it was last checked;
+/// none if the ping failed (the connection is closed).
 async fn checked(kept: Keeping, checkouts: &Checkouts) -> Option<PoolConnection<Postgres>> {
-    let Keeping {
-        mut conn,
-        checked,
-        dropped,
-    } = kept;
-    if checked.elapsed() < KEEP_FOR && crate::outage::dropped() == dropped {
-        return Some(conn);
-    }
-    checkouts.pings.fetch_add(1, Ordering::Relaxed);
-    if conn.ping().await.is_ok() {
+    let Keeping { mut conn, checked } = kept;
+    if check_idle(&checkouts.pings, &mut conn, checked.elapsed()).await {
         return Some(conn);
     }
     conn.close_on_drop();

@@ -138,7 +138,9 @@ impl PgQueue {
                 let pings = checkouts.pings();
                 move |conn, meta| {
                     let pings = pings.clone();
-                    Box::pin(async move { checkout::check_idle(&pings, conn, meta.idle_for).await })
+                    Box::pin(
+                        async move { Ok(checkout::check_idle(&pings, conn, meta.idle_for).await) },
+                    )
                 }
             });
         if config.pool_mode == PoolMode::Session {

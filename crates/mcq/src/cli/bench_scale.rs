@@ -76,7 +76,6 @@ pub(crate) struct Args {
     log: LogFlags,
 }
 
-/// Runs this subcommand.
 /// The fleet sizes of `--workers`, in the order given.
 #[derive(Debug, Clone)]
 struct Sizes(Vec<usize>);
@@ -110,6 +109,7 @@ fn postgres_url(text: &str) -> Result<String, String> {
     }
 }
 
+/// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     args.log.init("warn");
     let plan = ScalePlan {
