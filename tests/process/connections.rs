@@ -175,3 +175,40 @@ where
     }
     Ok(())
 }
+
+/// An operator reading `pg_stat_activity` tells the server's connections
+/// from the workers' by their `application_name`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_process_names_its_connections() -> anyhow::Result<()> {
+    use sqlx::Connection as _;
+    let Some(db) = mcq_testdb::postgres().await else {
+        return Ok(());
+    };
+    let logs = TempDir::new("mcq-process-names")?;
+    let (server, _) = McqProcess::server("server", &db.url, &[], logs.path())?;
+    let worker = McqProcess::worker("worker", &db.url, &["--concurrency", "1"], logs.path())?;
+    let mut conn = sqlx::PgConnection::connect(&db.url).await?;
+    let start = Instant::now();
+    let names: Vec<String> = loop {
+        let names: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT application_name FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+             ORDER BY 1",
+        )
+        .fetch_all(&mut conn)
+        .await?;
+        if names.len() >= 2 || start.elapsed() > Duration::from_secs(30) {
+            break names;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        names,
+        ["mcq serve", "mcq worker"],
+        "{}\n{}",
+        server.logs(),
+        worker.logs()
+    );
+    conn.close().await?;
+    Ok(())
+}

@@ -180,6 +180,11 @@ pub struct QueueConfig {
     /// or a pool in session mode) or shares its server connection with
     /// others between transactions (a pool in transaction mode).
     pub pool_mode: PoolMode,
+    /// PostgreSQL: the `application_name` each connection reports, so an
+    /// operator tells the processes apart in `pg_stat_activity` and in the
+    /// server's log (`%a`), unless the URL (`?application_name=`) or
+    /// `PGAPPNAME` names one.
+    pub application_name: String,
 }
 
 /// How the store's connections reach PostgreSQL.
@@ -213,6 +218,7 @@ impl Default for QueueConfig {
             pool_min: 0,
             unreachable_after: Duration::from_millis(900),
             pool_mode: PoolMode::Session,
+            application_name: "mcq".to_owned(),
         }
     }
 }

@@ -77,6 +77,7 @@ pub(crate) async fn run_size(
         // connections outlive its tasks, as the minimal queue's do.
         pool_min: plan.pool_size,
         pool_mode: plan.pool_mode,
+        application_name: "mcq bench worker".to_owned(),
         ..QueueConfig::default()
     };
     for i in 0..workers {

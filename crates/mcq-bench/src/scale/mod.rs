@@ -434,6 +434,7 @@ fn control_config() -> QueueConfig {
     QueueConfig {
         pool_size: CONTROL_POOL,
         pool_min: CONTROL_POOL,
+        application_name: "mcq bench".to_owned(),
         ..QueueConfig::default()
     }
 }

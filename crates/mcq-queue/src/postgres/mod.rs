@@ -92,7 +92,10 @@ impl PgQueue {
         url: &str,
         config: Arc<QueueConfig>,
     ) -> Result<PgQueue, StoreError> {
-        let options: PgConnectOptions = url.parse()?;
+        let mut options: PgConnectOptions = url.parse()?;
+        if options.get_application_name().is_none() {
+            options = options.application_name(&config.application_name);
+        }
         // One connection of our own first: a pool retries a server it cannot
         // reach until its acquire timeout and then says only that it timed
         // out, where one attempt says why (refused, unknown host, bad
@@ -285,4 +288,48 @@ async fn listening_backends(q: &PgQueue) -> i64 {
     .fetch_one(&q.pool)
     .await
     .expect("pg_stat_activity")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `application_name` the store's connections report to the server.
+    async fn reported(url: &str, name: &str) -> (String, i64) {
+        let config = QueueConfig {
+            application_name: name.to_owned(),
+            ..QueueConfig::default()
+        };
+        let q = PgQueue::connect(url, Arc::new(config))
+            .await
+            .expect("connect");
+        let (own, seen): (String, i64) = sqlx::query_as(
+            "SELECT current_setting('application_name'),
+                    (SELECT count(*) FROM pg_stat_activity
+                     WHERE application_name = current_setting('application_name'))",
+        )
+        .fetch_one(&mut *q.conn().await.expect("a connection"))
+        .await
+        .expect("read application_name");
+        q.close().await;
+        (own, seen)
+    }
+
+    /// An operator tells mcq's processes apart by their connections'
+    /// names; one given in the URL (or `PGAPPNAME`) wins.
+    #[tokio::test]
+    async fn connections_carry_the_configured_name_unless_the_url_names_one() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let (own, seen) = reported(&db.url, "mcq naming test").await;
+        let expected = std::env::var("PGAPPNAME").unwrap_or_else(|_| "mcq naming test".into());
+        assert_eq!(own, expected);
+        assert!(seen >= 1, "pg_stat_activity shows the name");
+
+        let separator = if db.url.contains('?') { '&' } else { '?' };
+        let named = format!("{}{separator}application_name=chosen-by-url", db.url);
+        let (own, _) = reported(&named, "mcq naming test").await;
+        assert_eq!(own, "chosen-by-url");
+    }
 }

@@ -192,6 +192,7 @@ const SERVER_POOL_MIN: u32 = 4;
 fn server_pool(queue: QueueConfig) -> QueueConfig {
     QueueConfig {
         pool_min: SERVER_POOL_MIN.min(queue.pool_size),
+        application_name: "mcq serve".to_owned(),
         ..queue
     }
 }

@@ -102,7 +102,10 @@ pub(crate) struct Args {
 /// Runs this subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<Outcome> {
     args.log.init("info");
-    let mut queue = args.queue.apply(QueueConfig::default());
+    let mut queue = args.queue.apply(QueueConfig {
+        application_name: "mcq worker".to_owned(),
+        ..QueueConfig::default()
+    });
     if let Some(lease) = args.lease {
         queue.lease = lease;
     }
