@@ -18,10 +18,10 @@ use crate::types::*;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database could not be reached or answered with an error.
-    #[error("database error: {0}")]
+    #[error("database error: {}", said(.0))]
     Database(#[source] sqlx::Error),
     /// Migrations failed.
-    #[error("migration error: {0}")]
+    #[error("migration error: {}", migration_said(.0))]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// The idempotency key was used before with a different request.
     #[error("idempotency key reused with a different request")]
@@ -108,6 +108,39 @@ pub enum StoreError {
          through a pool in session mode, and start this process with --no-migrate"
     )]
     MigrateThroughTransactionPool,
+}
+
+/// A database's error as its reader needs it: PostgreSQL's message, its
+/// detail and its hint. sqlx's own text ends with the line of PostgreSQL's
+/// C source that raised the error ("at line 374"), which reads like a line
+/// of the user's input and is not one.
+fn said(err: &sqlx::Error) -> String {
+    let sqlx::Error::Database(db) = err else {
+        return err.to_string();
+    };
+    let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() else {
+        return err.to_string();
+    };
+    let mut text = format!("error returned from database: {}", pg.message());
+    if let Some(detail) = pg.detail() {
+        text.push_str(&format!(" ({detail})"));
+    }
+    if let Some(hint) = pg.hint() {
+        text.push_str(&format!("; hint: {hint}"));
+    }
+    text
+}
+
+/// A failed migration in the words of [`said`].
+fn migration_said(err: &sqlx::migrate::MigrateError) -> String {
+    use sqlx::migrate::MigrateError;
+    match err {
+        MigrateError::ExecuteMigration(err, version) => {
+            format!("while executing migration {version}: {}", said(err))
+        }
+        MigrateError::Execute(err) => format!("while executing migrations: {}", said(err)),
+        other => other.to_string(),
+    }
 }
 
 impl From<sqlx::Error> for StoreError {

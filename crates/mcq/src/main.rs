@@ -22,19 +22,31 @@ fn main() -> std::process::ExitCode {
 /// The error and its causes, each said once. Libraries often repeat their
 /// source in their own message (sqlx's database errors did so three times
 /// over), so a cause whose text is already in the message is left out.
+/// sqlx ends PostgreSQL's errors with the line of PostgreSQL's C source
+/// that raised them ("at line 374"), which reads like a line of the user's
+/// input: that ending is dropped before the comparison.
 fn describe(err: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in err.chain() {
         let part = cause.to_string();
-        if text.contains(&part) {
+        let part = without_source_line(&part);
+        if text.contains(part) {
             continue;
         }
         if !text.is_empty() {
             text.push_str(": ");
         }
-        text.push_str(&part);
+        text.push_str(part);
     }
     text
+}
+
+/// `text` without a trailing " at line N".
+fn without_source_line(text: &str) -> &str {
+    match text.rsplit_once(" at line ") {
+        Some((said, line)) if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) => said,
+        _ => text,
+    }
 }
 
 #[cfg(test)]
@@ -67,5 +79,23 @@ mod tests {
         );
         let plain = anyhow::anyhow!("inner").context("outer");
         assert_eq!(describe(&plain), "outer: inner");
+    }
+
+    /// PostgreSQL's source line, which sqlx appends, is no line of the
+    /// user's: it is never said, and a cause that differs from the message
+    /// only by it is said once.
+    #[test]
+    fn postgres_source_lines_are_left_out() {
+        let err = anyhow::anyhow!("relation \"batches\" already exists at line 1164")
+            .context("error returned from database: relation \"batches\" already exists")
+            .context("migrating");
+        assert_eq!(
+            describe(&err),
+            "migrating: error returned from database: relation \"batches\" already exists"
+        );
+        let err = anyhow::anyhow!("syntax error at line 3 of the file, at line 12");
+        assert_eq!(describe(&err), "syntax error at line 3 of the file,");
+        let err = anyhow::anyhow!("nothing at line end");
+        assert_eq!(describe(&err), "nothing at line end");
     }
 }

@@ -315,6 +315,45 @@ mod tests {
         (own, seen)
     }
 
+    /// A database's error reads as PostgreSQL's message, detail and hint,
+    /// without the line of PostgreSQL's source that raised it.
+    #[tokio::test]
+    async fn database_errors_say_what_postgres_said_without_its_source_line() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let q = PgQueue::connect(&db.url, Arc::new(QueueConfig::default()))
+            .await
+            .expect("connect");
+        let failed = |sql: &'static str| {
+            let q = q.clone();
+            async move {
+                sqlx::query(sql)
+                    .execute(&mut *q.conn().await.expect("a connection"))
+                    .await
+                    .expect_err("the statement fails")
+            }
+        };
+        let raw = failed("SELECT 1 / 0").await;
+        assert!(raw.to_string().contains(" at line "), "sqlx's text: {raw}");
+        let text = StoreError::from(raw).to_string();
+        assert_eq!(
+            text,
+            "database error: error returned from database: division by zero"
+        );
+
+        let raw =
+            failed("DO $$ BEGIN RAISE EXCEPTION 'no' USING DETAIL = 'why', HINT = 'fix'; END $$")
+                .await;
+        let migration = sqlx::migrate::MigrateError::ExecuteMigration(raw, 19);
+        assert_eq!(
+            StoreError::from(migration).to_string(),
+            "migration error: while executing migration 19: error returned from database: no \
+             (why); hint: fix"
+        );
+        q.close().await;
+    }
+
     /// An operator tells mcq's processes apart by their connections'
     /// names; one given in the URL (or `PGAPPNAME`) wins.
     #[tokio::test]
