@@ -98,6 +98,7 @@ impl PgQueue {
                 self.conn().await
             }
         };
+        self.let_go_into(ids.iter().copied(), &mut finished);
         self.announce_now(finished, conn).await;
         recorded?;
         Ok(refused(ids, &accepted))
@@ -165,11 +166,16 @@ impl PgQueue {
             self.tally.add(worker, counts);
         }
         let refills = refills(claim_rows.iter().copied())?;
+        let claimed = claimed_tasks(&rows)?;
+        // Held first, then let go: a batch whose next task this call
+        // claimed stays held, and its finished jobs wait.
+        self.hold(&claimed);
+        self.let_go_into(ids.iter().copied(), &mut finished);
         self.announce_finished_on(finished, conn);
         self.refill_later(worker, refills);
         Ok(CompletedAndClaimed {
             refused: refused(ids, &accepted),
-            claimed: Ok(claimed_tasks(&rows)?),
+            claimed: Ok(claimed),
             contended: contended(claim_rows)?,
         })
     }

@@ -18,6 +18,9 @@
 //! crash costs a waiter a re-read, or a worker a poll, on its own schedule,
 //! never a result or a job.
 //!
+//! Finished jobs pass `holding.rs` first, which keeps a batch's counts
+//! while the store holds another task of that batch.
+//!
 //! The herald is one task per store. While one notification is in flight,
 //! later announcements gather and go out together, so a busy store sends
 //! at most one notifying transaction per round trip, and the work queued
@@ -70,6 +73,7 @@ impl PgQueue {
     /// Announces, after the commit that finished them, how many jobs
     /// finished under each key. Returns at once; the notification follows.
     pub(super) fn announce_finished(&self, finished: BTreeMap<Uuid, i64>) {
+        let finished = self.hold_back(finished);
         if !finished.is_empty() {
             self.tell_herald(Notice::Finished(finished, None));
         }
@@ -83,6 +87,7 @@ impl PgQueue {
     /// heartbeat, which kept the announcement waiting for a connection
     /// (up to 130 ms at 64 workers on vm-i; docs/results.md).
     pub(super) fn announce_finished_on(&self, finished: BTreeMap<Uuid, i64>, conn: Conn) {
+        let finished = self.hold_back(finished);
         if !finished.is_empty() {
             self.tell_herald(Notice::Finished(finished, Some(conn)));
         }
@@ -117,6 +122,7 @@ impl PgQueue {
         finished: BTreeMap<Uuid, i64>,
         conn: Result<Conn, sqlx::Error>,
     ) {
+        let finished = self.hold_back(finished);
         if finished.is_empty() {
             return;
         }
@@ -130,6 +136,16 @@ impl PgQueue {
     /// been sent (or has failed): before the pool closes, so that the
     /// last results of a worker that stops are announced too.
     pub(super) async fn announced(&self) {
+        let waiting = self.holding.drain();
+        if !waiting.is_empty() {
+            self.tell_herald(Notice::Finished(waiting, None));
+        }
+        self.herald_sent().await;
+    }
+
+    /// Waits until the herald has sent everything handed to it so far,
+    /// leaving the counts that wait for held tasks where they are.
+    async fn herald_sent(&self) {
         if self.herald.tx.get().is_none() {
             return;
         }
@@ -140,13 +156,71 @@ impl PgQueue {
     }
 
     fn tell_herald(&self, notice: Notice) {
-        let tx = self.herald.tx.get_or_init(|| {
+        // The herald ends only with the last sender, so this cannot fail.
+        let _ = self.herald_tx().send(notice);
+    }
+
+    fn herald_tx(&self) -> &mpsc::UnboundedSender<Notice> {
+        self.herald.tx.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(proclaim(self.connections(), rx));
             tx
-        });
-        // The herald ends only with the last sender, so this cannot fail.
-        let _ = tx.send(notice);
+        })
+    }
+
+    /// Notes the tasks of batches among `tasks`, which this store's
+    /// claims now hold (`holding.rs`).
+    pub(super) fn hold(&self, tasks: &[crate::types::ClaimedTask]) {
+        self.holding.hold(tasks);
+    }
+
+    /// Forgets the tasks `ids`, which this store's claims no longer hold,
+    /// and announces what waited for them (`holding.rs`).
+    pub(super) fn let_go(&self, ids: impl IntoIterator<Item = i64>) {
+        let free = self.holding.let_go(ids);
+        if !free.is_empty() {
+            self.tell_herald(Notice::Finished(free, None));
+        }
+    }
+
+    /// Forgets the tasks `ids` as [`PgQueue::let_go`] does, adding what
+    /// waited for them to `finished`, which is about to be announced.
+    pub(super) fn let_go_into(
+        &self,
+        ids: impl IntoIterator<Item = i64>,
+        finished: &mut BTreeMap<Uuid, i64>,
+    ) {
+        for (key, count) in self.holding.let_go(ids) {
+            *finished.entry(key).or_insert(0) += count;
+        }
+    }
+
+    /// What of `finished` to announce now; the rest waits for a task of
+    /// its batch that this store holds, or for a timer (`holding.rs`).
+    fn hold_back(&self, finished: BTreeMap<Uuid, i64>) -> BTreeMap<Uuid, i64> {
+        if finished.is_empty() {
+            return finished;
+        }
+        let sorted = self.holding.sort(finished, tokio::time::Instant::now());
+        if let Some(first) = sorted.start_timer {
+            let holding = self.holding.clone();
+            let tx = self.herald_tx().clone();
+            tokio::spawn(async move {
+                let mut at = first;
+                loop {
+                    tokio::time::sleep_until(at).await;
+                    let (due, next) = holding.overdue(tokio::time::Instant::now());
+                    if !due.is_empty() {
+                        let _ = tx.send(Notice::Finished(due, None));
+                    }
+                    match next {
+                        Some(next) => at = next,
+                        None => break,
+                    }
+                }
+            });
+        }
+        sorted.now
     }
 }
 
@@ -422,6 +496,95 @@ mod on_postgres {
         q.close().await;
     }
 
+    /// A store on a fresh database that claimed the 3 tasks of a batch, a
+    /// listener to the finished-work channel, the batch and the worker;
+    /// the first task completed and its job heard of at once (the first
+    /// after a quiet).
+    async fn three_held() -> Option<(
+        mcq_testdb::TestDatabase,
+        PgQueue,
+        PgListener,
+        Uuid,
+        Uuid,
+        Vec<ClaimedTask>,
+    )> {
+        let db = mcq_testdb::postgres().await?;
+        let q = migrated(&db.url, QueueConfig::default()).await;
+        let mut listener = finished_listener(&db.url).await;
+        let batch = submit_batch(&q, 3).await;
+        let w = registered_worker(&q).await;
+        let claimed = q.claim(w, 3, 0).await.expect("claim").tasks;
+        assert_eq!(claimed.len(), 3);
+        complete_one(&q, w, &claimed[0]).await;
+        assert_eq!(
+            next(&mut listener).await,
+            format!("{batch}:1"),
+            "the first at once"
+        );
+        Some((db, q, listener, batch, w, claimed))
+    }
+
+    /// Completes `task` on its own; none of it is refused.
+    async fn complete_one(q: &PgQueue, worker: Uuid, task: &ClaimedTask) {
+        let refused = q
+            .complete(worker, vec![done(task)])
+            .await
+            .expect("complete");
+        assert!(refused.is_empty(), "refused {refused:?}");
+    }
+
+    /// A store holding three tasks of a batch announces the first job it
+    /// finishes at once, keeps the second while it holds the third, and
+    /// sends both with the third: a reader waiting for the whole batch
+    /// hears two announcements, not three.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_is_announced_once_its_store_holds_none_of_its_tasks() {
+        let Some((_db, q, mut listener, batch, w, claimed)) = three_held().await else {
+            return;
+        };
+        complete_one(&q, w, &claimed[1]).await;
+        q.herald_sent().await;
+        assert_eq!(
+            heard_before(&mut listener, &q.pool, "second").await,
+            Vec::<String>::new(),
+            "the third task of the batch is held: the second job waits"
+        );
+        complete_one(&q, w, &claimed[2]).await;
+        assert_eq!(next(&mut listener).await, format!("{batch}:2"));
+        q.close().await;
+    }
+
+    /// A count held back goes out after its longest wait while the store
+    /// still holds a task of its batch, and a task handed back lets the
+    /// batch go without announcing a job twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_back_count_goes_out_after_its_longest_wait() {
+        let Some((_db, q, mut listener, batch, w, claimed)) = three_held().await else {
+            return;
+        };
+        let held_back = tokio::time::Instant::now();
+        complete_one(&q, w, &claimed[1]).await;
+        assert_eq!(next(&mut listener).await, format!("{batch}:1"));
+        assert!(
+            held_back.elapsed() >= super::super::holding::LONGEST_WAIT / 2,
+            "sent by the timer, not at once"
+        );
+        let kept = &claimed[2];
+        assert_eq!(
+            q.release(w, &[(kept.task_id, kept.lease_token)])
+                .await
+                .expect("release"),
+            1
+        );
+        q.herald_sent().await;
+        assert_eq!(
+            heard_before(&mut listener, &q.pool, "after").await,
+            Vec::<String>::new(),
+            "the job announced by the timer is not announced again"
+        );
+        q.close().await;
+    }
+
     /// A completion sent on its own has announced what it finished by the
     /// time it answers, without the herald: nothing else here hands the
     /// herald anything, so it has not been started.
@@ -474,7 +637,9 @@ mod on_postgres {
         let q = migrated(&db.url, QueueConfig::default()).await;
         crate::postgres::checkout::open_both(&q).await;
         let mut listener = finished_listener(&db.url).await;
-        let batch = submit_batch(&q, 40).await;
+        // Jobs of their own: a batch's would wait while the next claim
+        // holds another of its tasks.
+        submit(&q, 40, false).await;
         // The submission's wake-up leaves on the submission's connection
         // through the herald: done before the first round, which would
         // otherwise find that connection out.
@@ -497,7 +662,7 @@ mod on_postgres {
                 .await
                 .expect("a notification within the patience")
                 .expect("the listener's connection");
-            assert_eq!(note.payload(), format!("{batch}:1"));
+            assert_eq!(note.payload(), format!("{}:1", task.job_id));
             // The herald gives its connection back once the statement has
             // answered, a moment after the listener heard it.
             q.announced().await;

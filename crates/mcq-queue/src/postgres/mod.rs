@@ -8,6 +8,7 @@ mod checkout;
 mod complete;
 mod functions;
 mod herald;
+mod holding;
 mod listen;
 mod overview;
 mod pooler;
@@ -81,6 +82,9 @@ pub(crate) struct PgQueue {
     herald: herald::Herald,
     /// Completions recorded for each worker and not yet on its row.
     tally: tally::Tally,
+    /// The tasks of batches this store holds, and the announcements of
+    /// their batches that wait for them.
+    holding: Arc<holding::Holding>,
     /// Stops the finished-work listener when the last clone is dropped.
     finished_listener: Arc<OnceLock<tokio::sync::oneshot::Sender<()>>>,
 }
@@ -170,6 +174,7 @@ impl PgQueue {
             announcer,
             herald: herald::Herald::default(),
             tally: tally::Tally::default(),
+            holding: Arc::new(holding::Holding::jittered()),
             finished_listener: Arc::default(),
         })
     }

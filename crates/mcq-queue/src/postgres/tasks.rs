@@ -171,8 +171,10 @@ impl PgQueue {
             .bind(i64::from(ahead))
             .fetch_all(&mut *self.conn().await?)
             .await?;
+        let tasks = claimed_tasks(&rows)?;
+        self.hold(&tasks);
         Ok(Claim {
-            tasks: claimed_tasks(&rows)?,
+            tasks,
             contended: contended(&rows)?,
         })
     }
@@ -251,6 +253,7 @@ impl PgQueue {
         }
         reply.cancelled.sort_unstable();
         reply.lost.sort_unstable();
+        self.let_go(reply.lost.iter().chain(&reply.cancelled).copied());
         Ok(reply)
     }
 
@@ -351,6 +354,7 @@ impl PgQueue {
         .await?;
         let Some(row) = row else {
             tx.rollback().await?;
+            self.let_go([task_id]);
             return Ok(false);
         };
         let job_id: Uuid = row.try_get("job_id")?;
@@ -362,6 +366,7 @@ impl PgQueue {
             requeue_jobs(&mut tx, &[job_id], &[task_id], 0).await?;
         }
         tx.commit().await?;
+        self.let_go_into([task_id], &mut finished);
         self.announce_finished(finished);
         if state != "failed" {
             self.announce_work(1);
@@ -403,6 +408,7 @@ impl PgQueue {
             requeue_jobs(&mut tx, &jobs, &released, 1).await?;
         }
         tx.commit().await?;
+        self.let_go(tasks.iter().map(|t| t.0));
         if !rows.is_empty() {
             self.announce_work(rows.len());
             self.wake_own_workers();
