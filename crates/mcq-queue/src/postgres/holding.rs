@@ -154,9 +154,12 @@ impl Holding {
                     sorted.now.insert(key, count);
                     continue;
                 }
-                let due = self.due(at);
-                let due = state.waiting.entry(key).or_insert((0, due)).1;
-                state.waiting.get_mut(&key).expect("inserted").0 += count;
+                let waiting = state
+                    .waiting
+                    .entry(key)
+                    .or_insert_with(|| (0, self.due(at)));
+                waiting.0 += count;
+                let due = waiting.1;
                 if !state.timer {
                     state.timer = true;
                     sorted.start_timer = Some(due);
