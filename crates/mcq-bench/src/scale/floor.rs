@@ -26,7 +26,7 @@ use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::Connection as _;
-use sqlx::postgres::{PgConnection, PgListener};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -57,6 +57,11 @@ const COMPLETE: &str =
 /// first, takes it next, as mcq's probe jobs go first by priority.
 const PROBE: &str =
     "INSERT INTO mcq_bench_floor (id, done) OVERRIDING SYSTEM VALUE VALUES ($1, false)";
+/// The `application_name` of the minimal queue's connections, unless the
+/// URL names one: beside mcq's fleet (`mcq bench worker`) in
+/// `pg_stat_activity` and the server's log.
+const NAME: &str = "mcq bench floor";
+
 /// Where a probe row's completion is announced.
 const CHANNEL: &str = "mcq_bench_floor";
 /// A probe row's completion, announced in the same statement and commit.
@@ -102,9 +107,40 @@ pub struct FloorRow {
     pub backends_at_reading: usize,
 }
 
+/// The options of `url` under the minimal queue's name, unless it names
+/// itself.
+fn named(url: &str) -> anyhow::Result<PgConnectOptions> {
+    let options: PgConnectOptions = url.parse().context("the database URL")?;
+    Ok(if options.get_application_name().is_some() {
+        options
+    } else {
+        options.application_name(NAME)
+    })
+}
+
+/// A connection of the minimal queue's to `url`.
+async fn connect(url: &str) -> anyhow::Result<PgConnection> {
+    Ok(PgConnection::connect_with(&named(url)?).await?)
+}
+
+/// The probe's listener on `url`, under the minimal queue's name.
+async fn listener(url: &str) -> anyhow::Result<PgListener> {
+    // As `PgListener::connect` does, but with the options above: a pool
+    // of the one connection, which it reopens if it drops.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_with(named(url)?)
+        .await?;
+    let mut listener = PgListener::connect_with(&pool).await?;
+    listener.ignore_pool_close_event(true);
+    Ok(listener)
+}
+
 /// (Re)creates the minimal queue's table, empty.
 pub(crate) async fn prepare(url: &str) -> anyhow::Result<()> {
-    let mut conn = PgConnection::connect(url)
+    let mut conn = connect(url)
         .await
         .context("connecting for the minimal queue")?;
     sqlx::raw_sql(CREATE)
@@ -117,7 +153,7 @@ pub(crate) async fn prepare(url: &str) -> anyhow::Result<()> {
 
 /// Drops the minimal queue's table.
 pub(crate) async fn remove(url: &str) {
-    if let Ok(mut conn) = PgConnection::connect(url).await {
+    if let Ok(mut conn) = connect(url).await {
         let _ = sqlx::raw_sql(DROP).execute(&mut conn).await;
         let _ = conn.close().await;
     }
@@ -134,7 +170,7 @@ pub(crate) async fn run(
     tasks: u64,
     hold: Duration,
 ) -> anyhow::Result<FloorRow> {
-    let mut control = PgConnection::connect(control_url)
+    let mut control = connect(control_url)
         .await
         .context("connecting for the minimal queue")?;
     sqlx::raw_sql(EMPTY)
@@ -154,7 +190,7 @@ pub(crate) async fn run(
     let mut conns = Vec::with_capacity(loops);
     let mut backends = Vec::with_capacity(loops);
     for i in 0..loops {
-        let mut conn = PgConnection::connect(worker_url)
+        let mut conn = connect(worker_url)
             .await
             .with_context(|| format!("connecting minimal-queue loop {i}"))?;
         let pid: i32 = sqlx::query_scalar(BACKEND)
@@ -166,7 +202,7 @@ pub(crate) async fn run(
     }
     // The probe listens before the clock starts, as mcq's control store does.
     let probes = visibility::probes_for(tasks);
-    let mut listener = PgListener::connect(control_url)
+    let mut listener = listener(control_url)
         .await
         .context("connecting the minimal queue's probe")?;
     listener
@@ -391,9 +427,46 @@ mod on_postgres {
     use sqlx::postgres::{PgConnection, PgListener};
     use tokio_util::sync::CancellationToken;
 
-    use super::{CHANNEL, COMPLETE_PROBE, prepare, remove, run, start_probe};
+    use super::{
+        CHANNEL, COMPLETE_PROBE, NAME, connect, listener, prepare, remove, run, start_probe,
+    };
     use crate::scale::fleet::Database;
     use crate::scale::visibility::IN_FLIGHT;
+
+    /// Its connections, the probe's listener among them, report the
+    /// minimal queue's name to the server, unless the URL gives another.
+    #[tokio::test]
+    async fn its_connections_carry_its_name_unless_the_url_names_one() {
+        let Some(db) = mcq_testdb::postgres().await else {
+            return;
+        };
+        let name = async |conn: &mut PgConnection| -> String {
+            sqlx::query_scalar("SELECT current_setting('application_name')")
+                .fetch_one(conn)
+                .await
+                .expect("the name")
+        };
+        let mut conn = connect(&db.url).await.expect("connect");
+        assert_eq!(name(&mut conn).await, NAME);
+        let mut listener = listener(&db.url).await.expect("listener");
+        listener.listen(CHANNEL).await.expect("listen");
+        let listening: Vec<String> = sqlx::query_scalar(
+            "SELECT application_name FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("the listener's backend");
+        assert_eq!(listening, [NAME], "backends that ran a LISTEN");
+        let sep = if db.url.contains('?') { '&' } else { '?' };
+        let mut own = connect(&format!("{}{sep}application_name=mine", db.url))
+            .await
+            .expect("connect with a name");
+        assert_eq!(name(&mut own).await, "mine");
+        drop(listener);
+        let _ = own.close().await;
+        let _ = conn.close().await;
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_probe_writes_its_rows_without_waiting_for_the_ones_before() {
