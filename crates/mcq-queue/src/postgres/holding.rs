@@ -87,11 +87,7 @@ impl Holding {
         if !self.jitter {
             return at + LONGEST_WAIT;
         }
-        // A random fraction in [0, 1] from the first 32 bits of a version 4
-        // UUID, which are random.
-        let bits = u32::try_from(Uuid::new_v4().as_u128() >> 96).unwrap_or(0);
-        let fraction = f64::from(bits) / f64::from(u32::MAX);
-        at + LONGEST_WAIT.mul_f64(0.5 + 0.5 * fraction)
+        at + LONGEST_WAIT.mul_f64(rand::random_range(0.5..=1.0))
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
