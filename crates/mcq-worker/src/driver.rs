@@ -14,6 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use mcq_queue::{ClaimedTask, IdleWorkers, Store, StoreError, TaskOutput, WorkEvents};
+use rand::RngExt;
+use rand::rngs::Xoshiro256PlusPlus;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -72,6 +74,14 @@ pub(crate) struct Driver {
     pub(crate) announced_idle: bool,
     pub(crate) backoff: Backoff,
     pub(crate) retry_at: Option<Instant>,
+    /// When the local queue was first seen low since the last claim began.
+    pub(crate) low_since: Option<Instant>,
+    /// This worker's share of the spread of its next claim ahead
+    /// (`Rules::spread`), and where it draws the next one: workers of
+    /// tasks of one length that started together otherwise claim in step,
+    /// every one of them in the same few milliseconds.
+    pub(crate) spread: f64,
+    pub(crate) spreads: Xoshiro256PlusPlus,
     pub(crate) stop: Option<Stopping>,
     pub(crate) claim: Option<Call<Claimed>>,
     pub(crate) flush: Option<Call<Flushed>>,
@@ -89,7 +99,14 @@ impl Driver {
             }
             self.dispatch();
             add(&self.counters.loop_turns, 1);
-            let decision = policy::decide(&self.state(), &self.rules);
+            let mut state = self.state();
+            self.low_since = if self.rules.low(&state) {
+                self.low_since.or(Some(state.now))
+            } else {
+                None
+            };
+            state.low_since = self.low_since;
+            let decision = policy::decide(&state, &self.rules);
             // An announcement counts for the decision just made only.
             self.peer_idle = false;
             match decision {
@@ -142,6 +159,8 @@ impl Driver {
             handed_off: self.handed_off,
             peer_idle: self.peer_idle,
             announced_idle: self.announced_idle,
+            low_since: self.low_since,
+            spread: self.spread,
             retry_at: self.retry_at,
             claiming: self.claim.is_some(),
             flushing: self.flush.is_some(),
@@ -238,6 +257,8 @@ impl Driver {
             .telling(done.iter().map(|(d, _)| (d.task_id, d.lease_token)));
         let (store, worker) = (self.store.clone(), self.worker);
         self.claim = Some(calls::spawn(calls::claim(store, worker, done, n, ahead)));
+        self.low_since = None;
+        self.spread = self.spreads.random_range(0.0..1.0);
     }
 
     /// A claim answered.

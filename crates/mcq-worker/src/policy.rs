@@ -11,7 +11,10 @@
 //!
 //! - **Claim** the free slots plus a prefetch window of work judged by the
 //!   recent task time (a longer window while claims are slow to answer),
-//!   once the local queue is down to half of that window; not while the
+//!   once the local queue is down to half of that window, and, when every
+//!   slot has work, after a random share of half the work left here (so
+//!   that a fleet of equal tasks started together does not claim in
+//!   step); not while the
 //!   queue was just seen short and tasks still wait here, nor after a
 //!   claim found nothing (either until work is announced or the poll
 //!   interval passes, or, when the claim passed over work other claims
@@ -55,6 +58,10 @@ pub(crate) const CLAIM_ROUND_TRIPS: f64 = 20.0;
 /// configured one: a bound on the work one worker holds back from others
 /// at the end of a batch.
 pub(crate) const MOST_STRETCH: f64 = 2.0;
+
+/// The longest a claim ahead waits past the moment the local queue ran
+/// low, as a share of the work then left here (see [`decide`]).
+pub(crate) const MOST_SPREAD: f64 = 0.5;
 
 /// The worker's fixed knobs, from [`crate::WorkerConfig`].
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +129,23 @@ impl Rules {
         (claim_ms * CLAIM_ROUND_TRIPS).clamp(set, set * MOST_STRETCH)
     }
 
+    /// Whether the local queue is down to the mark where the worker
+    /// claims more: half of its prefetch.
+    pub(crate) fn low(&self, state: &State) -> bool {
+        state.local <= self.prefetch(state.task_ms, state.claim_ms) / 2
+    }
+
+    /// How long a claim ahead of busy slots waits after the local queue
+    /// ran low: the worker's share (`state.spread`) of [`MOST_SPREAD`] of
+    /// the work waiting here. Half of that work or more is left when the
+    /// claim goes, ten round trips of a claim or more at the window's
+    /// least (see [`Rules::window_ms`]).
+    pub(crate) fn spread(&self, state: &State) -> Duration {
+        let left_ms = state.task_ms.unwrap_or(0.0) * state.local as f64 / self.slots.max(1) as f64;
+        let ms = left_ms * MOST_SPREAD * state.spread.clamp(0.0, 1.0);
+        Duration::from_secs_f64(ms.max(0.0) / 1e3)
+    }
+
     /// Tasks worth holding beyond the free slots: enough to keep every slot
     /// busy for the prefetch window (stretched by slow claims, see
     /// [`Rules::window_ms`]) at `task_ms` per task, at most a claim batch;
@@ -180,6 +204,12 @@ pub(crate) struct State {
     pub(crate) peer_idle: bool,
     /// This worker announced itself idle since it last claimed a task.
     pub(crate) announced_idle: bool,
+    /// When the local queue was first seen low ([`Rules::low`]) since the
+    /// last claim began.
+    pub(crate) low_since: Option<Instant>,
+    /// This worker's share, from 0 to 1, of the longest wait of its next
+    /// claim ahead ([`Rules::spread`]), drawn at random after each claim.
+    pub(crate) spread: f64,
     /// A database call failed: no call before this.
     pub(crate) retry_at: Option<Instant>,
     /// A claim is in flight.
@@ -290,9 +320,18 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
         .saturating_sub(state.local)
         .min(rules.claim_batch)
         .min(room);
-    let low = state.local <= prefetch / 2;
+    let low = rules.low(state);
     let keeping_hand_off = state.handed_off && state.local > 0;
-    if can_call && !state.claiming && want > 0 && low && !drained && !keeping_hand_off {
+    let claim = can_call && !state.claiming && want > 0 && low && !drained && !keeping_hand_off;
+    // A claim only of work ahead (every free slot has a task here) waits
+    // its random share of the spread past the moment the queue ran low,
+    // unless results are due: it carries them.
+    let ahead_only = free <= state.local;
+    let spread_until = state
+        .low_since
+        .map(|since| since + rules.spread(state))
+        .filter(|&at| claim && ahead_only && !flush_due && at > now);
+    if claim && spread_until.is_none() {
         return Decision::Claim(want);
     }
 
@@ -310,7 +349,7 @@ pub(crate) fn decide(state: &State, rules: &Rules) -> Decision {
     }
     let drained_until = state.drained_until.filter(|_| drained);
     Decision::Wait {
-        until: earliest([flush_at, drained_until, retry_at]),
+        until: earliest([flush_at, drained_until, retry_at, spread_until]),
         // Work passed over because other claims held it is announced by no
         // one: a contended worker waits out its short delay without
         // listening (listening costs the database a wake-up per finished

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use mcq_queue::{Store, WorkerInfo};
+use rand::SeedableRng;
+use rand::rngs::Xoshiro256PlusPlus;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -151,6 +153,9 @@ async fn work(
         announced_idle: false,
         backoff: Backoff::new(),
         retry_at: None,
+        low_since: None,
+        spread: 0.0,
+        spreads: Xoshiro256PlusPlus::seed_from_u64(worker.as_u64_pair().1),
         stop: None,
         claim: None,
         flush: None,

@@ -33,6 +33,8 @@ fn busy(now: Instant) -> State {
         handed_off: false,
         peer_idle: false,
         announced_idle: false,
+        low_since: None,
+        spread: 0.0,
         retry_at: None,
         claiming: false,
         flushing: false,
@@ -842,6 +844,10 @@ fn no_state_makes_the_loop_spin() {
                                         handed_off: false,
                                         peer_idle: false,
                                         announced_idle: true,
+                                        // Since the first result: a spread
+                                        // begun before, at or after it.
+                                        low_since: first.or(drained),
+                                        spread: 1.0,
                                         retry_at: retry,
                                         claiming,
                                         flushing,
@@ -1076,4 +1082,117 @@ fn a_worker_waiting_on_a_slow_claim_keeps_its_results_for_the_next_one() {
             "claims of {claim_ms} ms: {calls:.2} calls per task, not about one per two tasks"
         );
     }
+}
+
+#[test]
+fn a_claim_ahead_waits_its_share_of_the_spread_unless_results_or_a_slot_need_it() {
+    let now = Instant::now();
+    let rules = rules();
+    // 10 ms tasks on two slots: 20 tasks ahead, topped up at 10, which
+    // hold 50 ms of work; the longest spread is half of it.
+    let low = State {
+        local: 10,
+        held: 12,
+        low_since: Some(now),
+        spread: 1.0,
+        ..busy(now)
+    };
+    assert_eq!(rules.spread(&low), 25 * MS);
+    let after = |since: Duration| State {
+        low_since: Some(now - since),
+        ..low.clone()
+    };
+    check(vec![
+        (
+            "a claim ahead waits its share of the spread",
+            low.clone(),
+            wait(Some(now + 25 * MS)),
+        ),
+        (
+            "part of the spread is over",
+            after(10 * MS),
+            wait(Some(now + 15 * MS)),
+        ),
+        ("and then it claims", after(25 * MS), Decision::Claim(10)),
+        (
+            "a share of none claims at once",
+            State {
+                spread: 0.0,
+                ..low.clone()
+            },
+            Decision::Claim(10),
+        ),
+        (
+            "a result of a job of its own goes now, with the claim",
+            State {
+                pending: 1,
+                first_pending: Some(now),
+                urgent: true,
+                ..low.clone()
+            },
+            Decision::Claim(10),
+        ),
+        (
+            "results due at T go now, with the claim",
+            State {
+                pending: 1,
+                first_pending: Some(now - 200 * MS),
+                ..low.clone()
+            },
+            Decision::Claim(10),
+        ),
+        (
+            "results not yet due wait with the claim",
+            State {
+                pending: 1,
+                first_pending: Some(now),
+                ..low.clone()
+            },
+            wait(Some(now + 25 * MS)),
+        ),
+        (
+            "a free slot is never kept waiting",
+            State {
+                running: 1,
+                local: 0,
+                held: 1,
+                ..low.clone()
+            },
+            Decision::Claim(21),
+        ),
+        (
+            "above the mark there is nothing to spread",
+            State {
+                local: 11,
+                held: 13,
+                ..low.clone()
+            },
+            wait(None),
+        ),
+    ]);
+}
+
+#[test]
+fn the_spread_is_a_share_of_half_the_work_waiting_here() {
+    let rules = Rules {
+        slots: 1,
+        ..rules()
+    };
+    let now = Instant::now();
+    let state = |local: usize, task_ms: Option<f64>, spread: f64| State {
+        local,
+        task_ms,
+        spread,
+        ..busy(now)
+    };
+    assert_eq!(rules.spread(&state(4, Some(50.0), 1.0)), 100 * MS);
+    assert_eq!(rules.spread(&state(4, Some(50.0), 0.5)), 50 * MS);
+    assert_eq!(rules.spread(&state(4, Some(50.0), 0.0)), Duration::ZERO);
+    assert_eq!(rules.spread(&state(0, Some(50.0), 1.0)), Duration::ZERO);
+    assert_eq!(rules.spread(&state(4, None, 1.0)), Duration::ZERO);
+    assert_eq!(
+        rules.spread(&state(4, Some(50.0), 7.0)),
+        100 * MS,
+        "a share beyond 1 is 1"
+    );
 }
