@@ -77,10 +77,12 @@ pub(crate) struct Driver {
     /// When the local queue was first seen low since the last claim began.
     pub(crate) low_since: Option<Instant>,
     /// This worker's share of the spread of its next claim ahead
-    /// (`Rules::spread`), and where it draws the next one: workers of
-    /// tasks of one length that started together otherwise claim in step,
-    /// every one of them in the same few milliseconds.
+    /// (`Rules::spread`): workers of tasks of one length that started
+    /// together otherwise claim in step, every one of them in the same
+    /// few milliseconds.
     pub(crate) spread: f64,
+    /// Where each claim draws the next share, seeded by the worker's id so
+    /// that workers draw apart.
     pub(crate) spreads: Xoshiro256PlusPlus,
     pub(crate) stop: Option<Stopping>,
     pub(crate) claim: Option<Call<Claimed>>,

@@ -208,7 +208,8 @@ pub(crate) struct State {
     /// last claim began.
     pub(crate) low_since: Option<Instant>,
     /// This worker's share, from 0 to 1, of the longest wait of its next
-    /// claim ahead ([`Rules::spread`]), drawn at random after each claim.
+    /// claim ahead ([`Rules::spread`]), drawn at random as each claim
+    /// begins.
     pub(crate) spread: f64,
     /// A database call failed: no call before this.
     pub(crate) retry_at: Option<Instant>,
