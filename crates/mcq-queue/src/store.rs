@@ -605,11 +605,13 @@ impl Store {
     }
     /// [`Store::complete_and_claim`] for a worker that wants `ahead` of the
     /// `max` tasks beyond its free slots (a prefetch). Those take at most
-    /// half of the due queued tasks left after the free slots' (rounded
-    /// up), unless staged jobs wait to be written out (PostgreSQL): a
-    /// worker that finishes its first task of a small batch does not take
-    /// all the rest ahead of the others, and each claim of a worker that
-    /// runs short halves what is left.
+    /// the worker's share of the work left after the free slots' (due
+    /// queued tasks, and staged jobs on PostgreSQL): divided among the
+    /// live fleet's workers that do not drain, counted in workers of this
+    /// one's slots, at least two, rounded up. A worker that finishes its
+    /// first task of a small batch does not take all the rest ahead of the
+    /// others, and a fleet nearing the end of its work claims a few tasks
+    /// a worker, not whole prefetch windows.
     pub async fn complete_and_claim_ahead(
         &self,
         worker: Uuid,

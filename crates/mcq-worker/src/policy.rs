@@ -93,7 +93,7 @@ impl Rules {
 
     /// Of a claim of `n` tasks, those wanted beyond the slots that are
     /// free and not already filled by the local queue: the prefetch, which
-    /// the store limits to half of what is left in the queue
+    /// the store limits to this worker's share of the fleet's work left
     /// (`Store::complete_and_claim_ahead`).
     pub(crate) fn ahead(&self, state: &State, n: usize) -> usize {
         let free = self

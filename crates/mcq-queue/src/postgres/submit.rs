@@ -111,10 +111,10 @@ const SUBMIT_STAGED: &str = submit_statement!(
     "$16::text",
     "staged_rows AS (
     INSERT INTO staged (batch_id, first, ids, specs, chunk_starts, chunk_ends, min_id, max_id,
-                        tenant_id, priority)
+                        tenant_id, priority, jobs)
     SELECT $3, r.first, r.ids, $8[r.first + 1 : r.first + $13], $9[r.first + 1 : r.first + $13],
            $10[r.first + 1 : r.first + $13], $11[r.first / $13 + 1], $12[r.first / $13 + 1], $14,
-           $15
+           $15, cardinality(r.ids)
     FROM (SELECT f AS first, $7[f + 1 : f + $13] AS ids
           FROM generate_series(0, cardinality($7::uuid[]) - 1, $13) AS f) r
     WHERE (SELECT ok FROM go)

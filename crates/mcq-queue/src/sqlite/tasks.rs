@@ -32,6 +32,28 @@ WITH RECURSIVE q(t) AS (
 )
 SELECT t FROM q WHERE t IS NOT NULL";
 
+/// The live fleet's slots (heartbeat since `?1`, not draining) and the
+/// claiming worker's (`?2`): a claim ahead of its free slots takes its
+/// share of the work left (see [`SqliteQueue::claim`]).
+const FLEET: &str = "
+SELECT coalesce(sum(concurrency), 0),
+       (SELECT concurrency FROM workers WHERE id = ?2)
+FROM workers WHERE NOT draining AND last_heartbeat_at > ?1";
+
+/// The most queued tasks a claim ahead counts for its share, as on
+/// PostgreSQL: past them it takes its whole ask.
+const SHARE_COUNTED: u64 = 1024;
+
+/// `x` rounded up, for the claim's shares.
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "shares are non-negative and far below 2^53; a float cast saturates"
+)]
+fn ceil_u64(x: f64) -> u64 {
+    x.ceil() as u64
+}
+
 /// Up to `?4` due queued tasks of tenant `?5`, by priority then in order
 /// (expired leases are requeued by `reap`), each keeping the time of its
 /// claim for its completion to copy into its job.
@@ -90,8 +112,10 @@ impl SqliteQueue {
     /// tenants with queued tasks as `mcq_claim` shares them on PostgreSQL:
     /// an equal part each, starting one tenant further on every claim,
     /// then what is left to those that filled their part. The `ahead` of
-    /// them wanted beyond the worker's free slots take at most half of the
-    /// due queued tasks left after the free slots' (rounded up), as there.
+    /// them wanted beyond the worker's free slots take at most the
+    /// worker's share of the due queued tasks left after the free slots':
+    /// divided among the live fleet's workers (its slots over this
+    /// worker's, at least two) and rounded up, as there.
     pub(crate) async fn claim(
         &self,
         worker: Uuid,
@@ -102,17 +126,32 @@ impl SqliteQueue {
         let mut tx = self.write().await?;
         let ahead = u64::from(ahead.min(max));
         let max = if ahead > 0 {
+            let (slots, own): (i64, Option<i64>) = sqlx::query_as(FLEET)
+                .bind(now - self.lease_us())
+                .bind(worker)
+                .fetch_one(&mut *tx)
+                .await?;
+            // The fleet in workers of this one's size, at least two; a
+            // worker's slots and their sums are far below 2^53.
+            let fleet = (slots as f64 / own.unwrap_or(1).max(1) as f64).max(2.0);
+            let need = u64::from(max) - ahead;
+            // Enough tasks for the whole ask to be this worker's share.
+            let fair = need + ceil_u64(fleet * ahead as f64);
             let seen: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM (SELECT 1 FROM tasks
                  WHERE state = 'queued' AND run_at <= ?1 LIMIT ?2)",
             )
             .bind(now)
-            .bind(2 * i64::from(max))
+            .bind(i64::try_from(fair.min(SHARE_COUNTED)).unwrap_or(i64::MAX))
             .fetch_one(&mut *tx)
             .await?;
-            let need = u64::from(max) - ahead;
-            let beyond = u64::try_from(seen).unwrap_or(0).saturating_sub(need);
-            u32::try_from(need + ahead.min(beyond.div_ceil(2))).unwrap_or(max)
+            let seen = u64::try_from(seen).unwrap_or(0);
+            if seen < fair.min(SHARE_COUNTED) {
+                let share = ceil_u64(seen.saturating_sub(need) as f64 / fleet);
+                u32::try_from(need + ahead.min(share)).unwrap_or(max)
+            } else {
+                max
+            }
         } else {
             max
         };

@@ -409,7 +409,7 @@ struct ClaimStatements {
     tenants: String,
     /// Whether the tenant's due queued tasks are running low.
     low: String,
-    /// How many due tasks are queued, up to twice a claim ahead.
+    /// How many due tasks are queued, up to what a claim ahead's share needs.
     ahead: String,
 }
 
@@ -444,7 +444,7 @@ async fn claim_statements(pool: &sqlx::PgPool) -> ClaimStatements {
     .replace("t.tenant_id = tenant", "t.tenant_id = 0");
     let ahead = statement("SELECT count(*) INTO seen", ";")
         .replace(" INTO seen", "")
-        .replace("2 * p_max", "1000");
+        .replace("least(fair - behind, 1024)", "1000");
     ClaimStatements {
         settings,
         claim,

@@ -93,42 +93,92 @@ pub(crate) async fn claim_sets_running_token_attempt_and_start(db: &Db) {
     assert!(store.claim(w, 10).await.expect("claim").is_empty());
 }
 
+/// What a claim of `max` tasks, `ahead` of them beyond the worker's free
+/// slots, takes.
+async fn claimed_ahead(store: &mcq_queue::Store, w: Uuid, max: u32, ahead: u32) -> usize {
+    let reply = store
+        .complete_and_claim_ahead(w, Vec::new(), max, ahead)
+        .await
+        .expect("claim");
+    reply.claimed.expect("claim").len()
+}
+
 /// A claim ahead of the free slots takes the free slots' tasks, then at
-/// most half of what is queued beyond them (rounded up); a claim without
-/// tasks ahead takes all it asks for. With staged jobs still to write out
-/// (PostgreSQL), there is more behind, and a claim takes its whole ask.
+/// most its share of the work left beyond them: with two workers, half of
+/// it (rounded up). A claim without tasks ahead takes all it asks for.
+/// Staged jobs (PostgreSQL) are work left as queued tasks are.
 pub(crate) async fn claims_ahead_take_at_most_half_of_the_rest(db: &Db) {
     let store = db.default_store().await;
     submit(&store, batch(12)).await;
     let (w, w2) = (worker(&store).await, worker(&store).await);
-    let ahead = |w: Uuid, max: u32, ahead: u32| {
-        let store = store.clone();
-        async move {
-            let reply = store
-                .complete_and_claim_ahead(w, Vec::new(), max, ahead)
-                .await
-                .expect("claim");
-            reply.claimed.expect("claim").len()
-        }
-    };
     // A plain claim first: in the staged variant it writes the jobs out.
     assert_eq!(store.claim(w, 1).await.expect("claim").len(), 1);
     // 11 queued: 1 for the free slot, then half of the other 10.
-    assert_eq!(ahead(w, 9, 8).await, 1 + 5);
+    assert_eq!(claimed_ahead(&store, w, 9, 8).await, 1 + 5);
     // 5 queued: 1, then half of 4.
-    assert_eq!(ahead(w2, 9, 8).await, 1 + 2);
+    assert_eq!(claimed_ahead(&store, w2, 9, 8).await, 1 + 2);
     // 2 queued: two free slots take both, nothing ahead is left.
-    assert_eq!(ahead(w2, 3, 1).await, 2);
+    assert_eq!(claimed_ahead(&store, w2, 3, 1).await, 2);
+    // 3 queued, or staged: no slot free, half, rounded up.
     submit(&store, batch(3)).await;
-    if matches!(db, Db::PostgresStaged(_)) {
-        // The three are staged: more may be behind, the whole ask is taken.
-        assert_eq!(ahead(w, 4, 4).await, 3);
-    } else {
-        // 3 queued, no slot free: half, rounded up.
-        assert_eq!(ahead(w, 4, 4).await, 2);
-        assert_eq!(store.claim(w, 10).await.expect("claim").len(), 1);
-    }
+    assert_eq!(claimed_ahead(&store, w, 4, 4).await, 2);
+    assert_eq!(store.claim(w, 10).await.expect("claim").len(), 1);
     assert!(store.claim(w, 10).await.expect("claim").is_empty());
+}
+
+/// The share of a claim ahead is the work left divided among the live
+/// fleet's workers that do not drain, each counted in workers of the
+/// claimant's size: a fleet of many workers near the end of its work
+/// claims a few tasks each, not whole prefetch windows.
+pub(crate) async fn claims_ahead_take_their_share_of_the_fleet(db: &Db) {
+    let store = db.default_store().await;
+    // Each PostgreSQL session reads the fleet at most once a second.
+    let fleet_changed = || async {
+        if !matches!(db, Db::Sqlite(_)) {
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+    };
+    submit(&store, batch(21)).await;
+    let mut fleet = Vec::new();
+    for _ in 0..4 {
+        fleet.push(worker(&store).await);
+    }
+    // 21 left (staged, in the staged variant): 1 for the free slot, then
+    // a quarter of the other 20.
+    assert_eq!(claimed_ahead(&store, fleet[0], 9, 8).await, 1 + 5);
+    // 15 left: 1, then a quarter of 14, rounded up.
+    assert_eq!(claimed_ahead(&store, fleet[1], 9, 8).await, 1 + 4);
+    // A worker that left counts no more: 10 left, 1, then a third of 9.
+    store.deregister(fleet[3]).await.expect("deregister");
+    fleet_changed().await;
+    assert_eq!(claimed_ahead(&store, fleet[2], 9, 8).await, 1 + 3);
+    // Nor does one that drains: 6 left, 1, then half of 5, rounded up.
+    let pulse = mcq_queue::WorkerPulse {
+        draining: true,
+        tasks_last_minute: 0,
+        reaper_gap: None,
+    };
+    store
+        .heartbeat_reporting(fleet[2], &[], pulse)
+        .await
+        .expect("heartbeat");
+    fleet_changed().await;
+    assert_eq!(claimed_ahead(&store, fleet[0], 9, 8).await, 1 + 3);
+    // A worker of twice the others' slots counts them as half a worker
+    // each: with it, two workers of four slots make a fleet of two of its
+    // size. 2 left, no slot free: half.
+    let big = store
+        .register_worker(mcq_queue::WorkerInfo {
+            hostname: "test-host".into(),
+            pid: std::process::id(),
+            concurrency: 8,
+        })
+        .await
+        .expect("register");
+    fleet_changed().await;
+    assert_eq!(claimed_ahead(&store, big, 8, 8).await, 1);
+    assert_eq!(store.claim(fleet[1], 10).await.expect("claim").len(), 1);
+    assert!(store.claim(fleet[1], 10).await.expect("claim").is_empty());
 }
 
 pub(crate) async fn work_events_wake_on_submit(db: &Db) {

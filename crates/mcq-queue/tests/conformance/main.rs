@@ -75,6 +75,7 @@ conformance! {
     claims::small_claims_at_once_take_a_task_or_report_the_work_held,
     claims::claim_sets_running_token_attempt_and_start,
     claims::claims_ahead_take_at_most_half_of_the_rest,
+    claims::claims_ahead_take_their_share_of_the_fleet,
     claims::a_claim_names_each_tasks_batch,
     claims::work_events_wake_on_submit,
     claims::a_signal_sent_between_waits_reaches_every_worker,

@@ -44,15 +44,24 @@
 --
 -- A claim ahead of the worker's free slots (a prefetch; the caller says
 -- how many of `p_max` are ahead through `mcq_claim_ahead`, which sets
--- `mcq.claim_ahead` for this call) takes at most half of the due queued
--- tasks beyond those slots, when no tenant has staged jobs still to
--- write out. A worker that finishes its first task of a small batch
--- otherwise took all the rest ahead, and the other workers waited for
--- hand-offs: claims halve what is left, so the batch spreads over the
--- workers that ask, each finding more when it runs short. The count
--- walks `tasks_queued` from its end, as the low-water probe does, and stops
--- at `2 * p_max` tasks; below that (a queue nearly drained) it also steps
--- over the entries of tasks claimed since the oldest open snapshot.
+-- `mcq.claim_ahead` for this call) takes at most the worker's share of
+-- the work left beyond those slots: the due queued tasks and the staged
+-- jobs behind them, divided among the live fleet's workers (its slots
+-- over this worker's; at least two). A worker that finishes its first
+-- task of a small batch otherwise took all the rest ahead; and at the end
+-- of a large batch each worker of a fleet held what its last claim took,
+-- up to its whole prefetch window, so the workers whose last claims came
+-- late ran on for most of a window after the others had run dry. With
+-- shares, the claims shrink as the work left nears what the fleet would
+-- hold, so the batch ends on every worker at about the same time. The
+-- fleet's slots are read at most once a second by each session (a sum
+-- over the workers' rows); the work left is counted only as far as it
+-- takes: the staged rows' counts first (a few rows), then, when they are
+-- fewer than what makes the whole ask fair, `tasks_queued` walked from
+-- its end, as the low-water probe does, up to that and at most 1,024
+-- tasks (beyond that the claim takes its whole ask); below that (a queue
+-- nearly drained) the walk also steps over the entries of tasks claimed
+-- since the oldest open snapshot.
 --
 -- A function so that its plan cannot depend on statistics, which are stale
 -- exactly when it matters (right after a large submit): sequential scans,
@@ -98,6 +107,11 @@ DECLARE
     low_water bigint := 64;
     ahead bigint := coalesce(nullif(current_setting('mcq.claim_ahead', true), ''), '0')::bigint;
     seen bigint;
+    behind bigint;
+    fleet double precision;
+    fleet_read text;
+    slots bigint;
+    fair bigint;
 BEGIN
 -- Until the end of the calling transaction (a claim is its own).
 PERFORM set_config('synchronous_commit', 'off', true);
@@ -128,15 +142,41 @@ IF n = 0 THEN
     RETURN;
 END IF;
 ahead := least(greatest(ahead, 0), p_max);
-IF ahead > 0 AND coalesce(cardinality(staged_for), 0) = 0 THEN
-    SELECT count(*) INTO seen FROM (
-        SELECT t.id FROM tasks t
-        WHERE t.state = 'queued' AND t.run_at <= now()
-        ORDER BY t.tenant_id DESC, t.priority, t.run_at DESC, t.id DESC
-        LIMIT 2 * p_max
-    ) s;
-    -- The free slots' tasks, then at most half of the rest (rounded up).
-    left_over := (p_max - ahead) + least(ahead, (greatest(seen - (p_max - ahead), 0) + 1) / 2);
+IF ahead > 0 THEN
+    -- The live fleet's slots, read at most once a second by each session
+    -- (`mcq.fleet`: when read, in epoch seconds, and the slots), in workers
+    -- of this one's size, at least two.
+    fleet_read := coalesce(nullif(current_setting('mcq.fleet', true), ''), '0:0');
+    slots := split_part(fleet_read, ':', 2)::bigint;
+    IF split_part(fleet_read, ':', 1)::double precision < extract(epoch FROM now()) - 1 THEN
+        SELECT coalesce(sum(w.concurrency), 0) INTO slots
+        FROM workers w
+        WHERE NOT w.draining AND w.last_heartbeat_at > now() - make_interval(secs => p_lease_secs);
+        PERFORM set_config('mcq.fleet', extract(epoch FROM now())::text || ':' || slots, false);
+    END IF;
+    SELECT slots::double precision / greatest(w.concurrency, 1) INTO fleet
+    FROM workers w WHERE w.id = p_worker;
+    fleet := greatest(coalesce(fleet, slots), 2);
+    -- The free slots' tasks, then a share of the fleet's at most `ahead`.
+    fair := (p_max - ahead) + ceil(fleet * ahead)::bigint;
+    behind := 0;
+    IF coalesce(cardinality(staged_for), 0) > 0 THEN
+        SELECT coalesce(sum(coalesce(st.jobs, cardinality(st.ids)) - st.next), 0) INTO behind
+        FROM (SELECT st.jobs, st.ids, st.next FROM staged st LIMIT 32) st;
+    END IF;
+    IF behind < fair THEN
+        SELECT count(*) INTO seen FROM (
+            SELECT t.id FROM tasks t
+            WHERE t.state = 'queued' AND t.run_at <= now()
+            ORDER BY t.tenant_id DESC, t.priority, t.run_at DESC, t.id DESC
+            LIMIT least(fair - behind, 1024)
+        ) s;
+        IF seen < least(fair - behind, 1024) THEN
+            left_over := (p_max - ahead)
+                + least(ahead,
+                        ceil(greatest(seen + behind - (p_max - ahead), 0) / fleet)::bigint);
+        END IF;
+    END IF;
 END IF;
 turn := CASE WHEN n > 1 THEN nextval('mcq_claim_turn') ELSE 0 END;
 FOR pass IN 1 .. 2 LOOP
