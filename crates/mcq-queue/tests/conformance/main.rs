@@ -6,6 +6,7 @@
 mod harness;
 
 mod attempts;
+mod claim_locks;
 mod claim_plan;
 mod claims;
 mod jobs;
@@ -61,6 +62,7 @@ conformance! {
     tenants::keys_and_limits_are_stored,
     tenants::a_flood_does_not_delay_another_tenants_job,
     tenants::claims_share_equally_between_waiting_tenants,
+    tenants::a_claim_gives_what_one_tenant_leaves_to_the_others,
     tenants::priority_orders_a_tenants_batches,
     tenants::racing_submissions_stay_within_the_quota,
     attempts::split_job_attempts_count_retries_not_claims,

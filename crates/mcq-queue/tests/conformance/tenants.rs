@@ -183,6 +183,32 @@ pub(crate) async fn claims_share_equally_between_waiting_tenants(db: &Db) {
     assert_eq!(per_tenant, [10, 10, 10]);
 }
 
+/// What one tenant leaves of its part goes to the others in the same
+/// claim, each task once. Two claims of 8 between a tenant with 20 jobs
+/// and one with 1 (then 1 more) take 7 and 1 each; one of them visits the
+/// first tenant a second time (the order of the tenants turns every
+/// claim), where a walk that found the tenant's tasks it had already
+/// locked counted them again and the claim took 5 in all.
+pub(crate) async fn a_claim_gives_what_one_tenant_leaves_to_the_others(db: &Db) {
+    let store = db.default_store().await;
+    let w = worker(&store).await;
+    let many = tenant(&store, "many").await;
+    let few = tenant(&store, "few").await;
+    let mut jobs_of = [HashSet::new(), HashSet::new()];
+    jobs_of[0].extend(submit(&store, of(many, batch(20))).await.job_ids);
+    for round in 0..2 {
+        jobs_of[1].extend(submit(&store, of(few, single(round))).await.job_ids);
+        let claimed = store.claim(w, 8).await.unwrap();
+        let tasks: HashSet<i64> = claimed.iter().map(|t| t.task_id).collect();
+        assert_eq!(tasks.len(), claimed.len(), "each task once: {claimed:?}");
+        let per_tenant: Vec<usize> = jobs_of
+            .iter()
+            .map(|jobs| claimed.iter().filter(|t| jobs.contains(&t.job_id)).count())
+            .collect();
+        assert_eq!(per_tenant, [7, 1], "claim {round}");
+    }
+}
+
 /// Within a tenant, a batch of higher priority is claimed first.
 pub(crate) async fn priority_orders_a_tenants_batches(db: &Db) {
     let store = db.default_store().await;
