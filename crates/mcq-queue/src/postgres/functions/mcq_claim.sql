@@ -80,11 +80,12 @@
 -- one statement at the end, through the primary key, never by tuple id
 -- (which let the planner filter a scan of every queued task). A visit
 -- passes over the tasks another transaction has marked (`xmax`) unless
--- that transaction had ended before its snapshot: a task that another
--- claim holds, or has taken since the statement's snapshot, still looks
--- queued to it, and locking it would lock the running task's row version
--- until this claim commits, while its worker waits there to record it.
--- A claim's own marks are on tasks it has locked already.
+-- that transaction wrote the task's row or had ended before the
+-- statement's snapshot: a task that another claim holds, or has taken
+-- since the snapshot, still looks queued to it, and locking it would
+-- lock the running task's row version until this claim commits, while
+-- its worker waits there to record it. A claim's own marks are on tasks
+-- it has locked already.
 CREATE OR REPLACE FUNCTION mcq_claim(p_worker uuid, p_max bigint, p_lease_secs double precision)
 RETURNS TABLE (id bigint, job_id uuid, lease_token uuid, attempt integer,
                chunk_start bigint, chunk_end bigint, spec text)
@@ -197,15 +198,17 @@ FOR pass IN 1 .. 2 LOOP
         ELSE
             CONTINUE;
         END IF;
-        -- Only tasks no transaction has marked (`xmax` 0), or marked by
-        -- one that had ended when this statement's snapshot was taken
-        -- (older than its xmin: a claim that rolled back). A task another
-        -- claim holds, or has taken since the snapshot, is marked by it,
-        -- and locking it would lock the running task's row version.
+        -- Only tasks no transaction has marked (`xmax` 0), marked by the
+        -- transaction that wrote them (which locked the row it replaced:
+        -- a reap, a retry), or marked by one that had ended when this
+        -- statement's snapshot was taken (older than its xmin: a claim
+        -- that rolled back). A task another claim holds, or has taken
+        -- since the snapshot, is marked by that claim, and locking it
+        -- would lock the running task's row version.
         SELECT array_agg(f.id) INTO got FROM (
             SELECT t.id FROM tasks t
             WHERE t.state = 'queued' AND t.tenant_id = tenant AND t.run_at <= now()
-              AND (t.xmax = 0
+              AND (t.xmax = 0 OR t.xmax = t.xmin
                    OR age(t.xmax) > age((SELECT pg_snapshot_xmin(pg_current_snapshot())::xid)))
             ORDER BY t.tenant_id, t.priority DESC, t.run_at, t.id
             LIMIT part
