@@ -17,33 +17,20 @@
 
 use std::time::{Duration, Instant};
 
-use mcq_queue::{QueueConfig, Store};
+use mcq_queue::QueueConfig;
 use sqlx::Connection as _;
-use uuid::Uuid;
 
-use crate::harness::{Db, batch, quick, submit, worker};
+use crate::harness::{Db, batch, quick, submit, worker, written_out};
 
 /// One task of each claim, as `mcq_claim` returns them.
 const CLAIM: &str = "SELECT id FROM mcq_claim($1, $2, 30) WHERE id IS NOT NULL";
-
-/// A queue of `jobs` written-out one-task jobs (none staged) and a worker.
-async fn queue(db: &Db, jobs: u64) -> (Store, Uuid) {
-    let config = QueueConfig {
-        stage_from: usize::MAX,
-        ..QueueConfig::default()
-    };
-    let store = db.store(config).await;
-    submit(&store, batch(jobs)).await;
-    let me = worker(&store).await;
-    (store, me)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_passes_over_tasks_taken_since_its_snapshot() {
     let Some(db) = Db::postgres().await else {
         return;
     };
-    let (store, me) = queue(&db, 4).await;
+    let (store, me) = written_out(&db, 4).await;
     let mut late = sqlx::PgConnection::connect(&db.url())
         .await
         .expect("connect");
@@ -91,7 +78,7 @@ async fn a_claim_takes_the_tasks_a_rolled_back_claim_marked() {
     let Some(db) = Db::postgres().await else {
         return;
     };
-    let (store, me) = queue(&db, 3).await;
+    let (store, me) = written_out(&db, 3).await;
     let mut other = sqlx::PgConnection::connect(&db.url())
         .await
         .expect("connect");

@@ -16,7 +16,7 @@ use serde_json::Value;
 use sqlx::{Connection as _, Row as _};
 use uuid::Uuid;
 
-use crate::harness::{Db, batch, submit, worker};
+use crate::harness::{Db, batch, submit, worker, written_out};
 
 /// `mcq_complete` for tasks that bring results (no partials), as the store
 /// calls it, compute times included; the accepted task ids.
@@ -337,13 +337,7 @@ async fn the_claims_probes_do_not_walk_the_tasks_claimed_before_them() {
     let Some(db) = Db::postgres().await else {
         return;
     };
-    let config = QueueConfig {
-        stage_from: usize::MAX,
-        ..QueueConfig::default()
-    };
-    let store = db.store(config).await;
-    submit(&store, batch(600)).await;
-    let me = worker(&store).await;
+    let (store, me) = written_out(&db, 600).await;
     // A snapshot from before the claim keeps the claimed tasks' queued
     // versions, and so their entries.
     let mut older = sqlx::PgConnection::connect(&db.url())

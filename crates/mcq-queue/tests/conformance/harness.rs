@@ -133,6 +133,19 @@ pub(crate) async fn worker(store: &Store) -> Uuid {
     store.register_worker(info).await.expect("register")
 }
 
+/// A store whose batches are written out as queued tasks (none staged),
+/// holding `jobs` one-task jobs of one batch, and a registered worker.
+pub(crate) async fn written_out(db: &Db, jobs: u64) -> (Store, Uuid) {
+    let config = QueueConfig {
+        stage_from: usize::MAX,
+        ..QueueConfig::default()
+    };
+    let store = db.store(config).await;
+    submit(&store, batch(jobs)).await;
+    let me = worker(&store).await;
+    (store, me)
+}
+
 /// Runs the kernel on a claimed task the way a worker would, timing it.
 pub(crate) fn compute(task: &ClaimedTask) -> TaskDone {
     let (started, clock) = (std::time::SystemTime::now(), std::time::Instant::now());
